@@ -1,0 +1,1 @@
+"""Evaluators: retrieval/STS metrics, scenarios, inclination, probes, diagnostics."""

@@ -1,0 +1,1 @@
+"""Baseline losses from the four comparison papers, one file per paper."""

@@ -1,0 +1,566 @@
+"""Typed configuration: dataclasses that map 1:1 to YAML keys, with dotted overrides.
+
+Every stage of the pipeline reads one section of :class:`RunConfig`; a YAML file holds the
+whole tree and ``lira <stage> CONFIG key.sub=value`` overrides single fields. Unknown keys,
+wrong types and impossible values raise :class:`ConfigError` naming the dotted key and the fix.
+Defaults are the paper's values (LiRA, Tables 9-10 and App. D.4) unless a field says otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar, Union
+
+import yaml
+
+T = TypeVar("T")
+
+
+class ConfigError(ValueError):
+    """A configuration value is unknown, of the wrong type or impossible; the message names the key."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key = key
+        super().__init__(f"config key '{key}': {message}" if key else message)
+
+
+def _check(cond: bool, key: str, message: str) -> None:
+    if not cond:
+        raise ConfigError(key, message)
+
+
+# --------------------------------------------------------------------------------------------
+# Sections
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelsConfig:
+    """Which backbone h (English embedding model) and multilingual encoder g to load.
+
+    A model reference is a hub id (``Qwen/Qwen3-Embedding-8B``), a local folder, or a demo
+    alias ``demo:<name>`` built locally by :mod:`lira.demo` (``demo:mt5``, ``demo:backbone``,
+    ``demo:marian``, ``demo:qwen3-lm``, ``demo:minilm``, ``demo:smollm2``).
+    """
+
+    backbone: str = "demo:minilm"
+    """Embedding backbone h (any HF ``AutoModel`` embedding model)."""
+    backbone_pooling: Literal["mean", "cls", "last"] = "mean"
+    """Sentence pooling of h: mean (E5/MiniLM), cls (BGE), last token (Qwen3-Embedding)."""
+    query_prompt: str = ""
+    """Instruction prefix for queries (Qwen3-Embedding: 'Instruct: ...\\nQuery: ')."""
+    document_prompt: str = ""
+    """Instruction prefix for documents."""
+    backbone_max_length: int = 128
+    encoder: str = "demo:mt5"
+    """Multilingual encoder g (MT5EncoderModel by default; any AutoModel encoder)."""
+    encoder_max_length: int = 128
+    cache_dir: str = ""
+    """Where demo models are built and cached; empty = $LIRA_CACHE or ~/.cache/lira."""
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+
+    def __post_init__(self) -> None:
+        _check(self.backbone_max_length >= 8, "backbone_max_length", "must be >= 8")
+        _check(self.encoder_max_length >= 8, "encoder_max_length", "must be >= 8")
+        _check(bool(self.backbone), "backbone", "must name a hub id, folder or demo:<name>")
+        _check(bool(self.encoder), "encoder", "must name a hub id, folder or demo:<name>")
+
+
+@dataclass
+class DataConfig:
+    """Which dataset to train and evaluate on, and how to split it."""
+
+    format: Literal["xquad_r", "lazretrieval", "beir", "sts", "hf"] = "xquad_r"
+    path: str = "demo"
+    """Dataset folder; 'demo' = the XQuAD-R subset shipped inside the package."""
+    train_languages: list[str] = field(default_factory=lambda: ["de", "es"])
+    eval_languages: list[str] = field(default_factory=lambda: ["de", "es", "ru"])
+    """Languages evaluated; may include languages absent from training."""
+    eval_fraction: float = 0.25
+    """Share of question ids held out for evaluation (split by id, identical in every language)."""
+    max_train_queries: int = 0
+    """Cap on training queries per language (0 = all)."""
+    max_eval_queries: int = 0
+    """Cap on evaluation queries per language (0 = all)."""
+    sts_path: str = ""
+    """Optional STS pairs file (jsonl/tsv/csv: sentence1, sentence2, score) for the rank task."""
+    drop_malformed: bool = False
+    """Skip malformed records (and report how many) instead of raising."""
+    split_seed: int = 13
+
+    def __post_init__(self) -> None:
+        _check(0.0 < self.eval_fraction < 1.0, "eval_fraction", "must be in (0, 1)")
+        _check(self.max_train_queries >= 0, "max_train_queries", "must be >= 0 (0 = all)")
+        _check(self.max_eval_queries >= 0, "max_eval_queries", "must be >= 0 (0 = all)")
+        _check(len(self.train_languages) > 0, "train_languages", "name at least one language")
+        _check(len(self.eval_languages) > 0, "eval_languages", "name at least one language")
+
+
+@dataclass
+class TranslatorConfig:
+    """One translator of the pool (paper Table 15)."""
+
+    name: str = ""
+    """Unique id; it is part of the translation-store key."""
+    kind: Literal["vllm", "openai", "transformers", "reference"] = "transformers"
+    """vllm: offline engine; openai: compatible server; transformers: local generate;
+    reference: candidates imported with ``lira translate --import`` (never generated)."""
+    role: Literal["llm", "mt"] = "llm"
+    """llm translators count towards pass@k; mt models fill the remaining slots."""
+    model: str = ""
+    """Hub id, folder or demo alias (unused for kind=reference)."""
+    base_url: str = ""
+    """OpenAI-compatible endpoint (kind=openai), e.g. http://127.0.0.1:8000/v1."""
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.0
+    """0 = greedy decoding."""
+    top_p: float = 1.0
+    max_new_tokens: int = 128
+    batch_size: int = 8
+    tensor_parallel_size: int = 1
+    max_concurrency: int = 8
+    timeout_s: float = 60.0
+    max_retries: int = 3
+    lang_codes: dict[str, str] = field(default_factory=dict)
+    """Language-code map for MT models (NLLB: {'de': 'deu_Latn', 'en': 'eng_Latn'})."""
+    prompt_version: str = "paper-v1"
+    train_only: bool = False
+    """Use this translator's candidates for training only, never at evaluation (gold refs)."""
+
+    def __post_init__(self) -> None:
+        _check(bool(self.name), "name", "every translator needs a unique name")
+        _check(self.temperature >= 0, "temperature", "must be >= 0")
+        _check(0 < self.top_p <= 1, "top_p", "must be in (0, 1]")
+        _check(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
+        _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _check(self.tensor_parallel_size >= 1, "tensor_parallel_size", "must be >= 1")
+        _check(self.max_retries >= 0, "max_retries", "must be >= 0")
+        _check(self.timeout_s > 0, "timeout_s", "must be > 0")
+        if self.kind == "openai":
+            _check(bool(self.base_url), "base_url", "kind=openai needs base_url (…/v1)")
+        if self.kind in ("vllm", "openai", "transformers"):
+            _check(bool(self.model), "model", f"kind={self.kind} needs a model")
+
+
+@dataclass
+class CriticConfig:
+    """The LLM judge scoring (source, candidate) on semantic/emotional/pragmatic 1-10."""
+
+    kind: Literal["vllm", "openai", "transformers", "none"] = "transformers"
+    """none: no LLM critic (ablation); every candidate gets neutral scores flagged as such."""
+    model: str = "demo:smollm2"
+    base_url: str = ""
+    api_key_env: str = "OPENAI_API_KEY"
+    max_new_tokens: int = 48
+    batch_size: int = 8
+    max_retries: int = 2
+    timeout_s: float = 60.0
+    max_concurrency: int = 8
+    tensor_parallel_size: int = 1
+    prompt_version: str = "paper-v1"
+
+    def __post_init__(self) -> None:
+        _check(self.max_new_tokens >= 16, "max_new_tokens", "JSON scores need >= 16 tokens")
+        _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _check(self.max_retries >= 0, "max_retries", "must be >= 0")
+        if self.kind == "openai":
+            _check(bool(self.base_url), "base_url", "kind=openai needs base_url (…/v1)")
+        if self.kind != "none":
+            _check(bool(self.model), "model", f"kind={self.kind} needs a model")
+
+
+@dataclass
+class TranslationConfig:
+    """The translator pool and its pass@k budget (paper §4.1.2, App. D.3, Table 15).
+
+    The K candidates of a source text are the first ``pass_at_k`` LLM translators followed by
+    the first ``num_candidates - pass_at_k`` MT models; pass@0 uses MT models only.
+    """
+
+    llm_translators: list[TranslatorConfig] = field(default_factory=list)
+    mt_translators: list[TranslatorConfig] = field(default_factory=list)
+    pass_at_k: int = 0
+    num_candidates: int = 4
+    """K: candidates per source text (the paper uses 4)."""
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    store: str = "translations.sqlite"
+    """SQLite store path (relative paths are inside the run's output directory)."""
+    source_max_chars: int = 2000
+    """Longer sources are truncated (with a warning, recorded in the store)."""
+    commit_every: int = 16
+    """Rows written per transaction."""
+
+    def __post_init__(self) -> None:
+        _check(self.num_candidates >= 1, "num_candidates", "must be >= 1")
+        _check(self.pass_at_k >= 0, "pass_at_k", "must be >= 0 (pass@0 = MT models only)")
+        _check(
+            self.pass_at_k <= len(self.llm_translators),
+            "pass_at_k",
+            f"pass@{self.pass_at_k} needs {self.pass_at_k} LLM translators but "
+            f"llm_translators lists {len(self.llm_translators)}; add translators or lower pass_at_k",
+        )
+        _check(
+            self.pass_at_k <= self.num_candidates,
+            "pass_at_k",
+            f"must be <= num_candidates ({self.num_candidates})",
+        )
+        names = [t.name for t in self.llm_translators + self.mt_translators]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        _check(not dup, "llm_translators", f"translator names must be unique, repeated: {dup}")
+        for t in self.llm_translators:
+            _check(t.role == "llm", "llm_translators", f"'{t.name}' has role={t.role}")
+        for t in self.mt_translators:
+            _check(t.role == "mt", "mt_translators", f"'{t.name}' has role={t.role}; set role: mt")
+        _check(self.source_max_chars >= 16, "source_max_chars", "must be >= 16")
+        _check(self.commit_every >= 1, "commit_every", "must be >= 1")
+
+    def active_translators(self) -> list[TranslatorConfig]:
+        """The translators of the pass@k budget: k LLMs, then MT models up to K candidates."""
+        mt = self.mt_translators[: max(self.num_candidates - self.pass_at_k, 0)]
+        return self.llm_translators[: self.pass_at_k] + mt
+
+
+@dataclass
+class ArcaConfig:
+    """Arca training (paper §4.1, App. C-D.1, Tables 9-10)."""
+
+    pool_size: int = 4
+    """S: temporal-pooling bins (Table 9 uses 4 or 8)."""
+    adaptor_hidden: int = 512
+    backbone_stream: Literal["input_embeddings", "last_hidden"] = "input_embeddings"
+    """Token stream of h used as the anchor target (paper: get_input_embeddings(), no grad)."""
+    alpha: float = 0.4
+    beta: float = 0.3
+    gamma: float = 0.3
+    delta: float = 1.0
+    eta: float = 1.0
+    """Weight of the anchor loss in L = L_RL + eta * L_anchor (Eq. 9)."""
+    reward_baseline: Literal["none", "mean", "ema"] = "none"
+    ema_decay: float = 0.9
+    actor_lr: float = 1e-4
+    encoder_lr: float = 5e-5
+    adaptor_lr: float = 1e-4
+    max_grad_norm: float = 1.0
+    batch_size: int = 8
+    steps: int = 100
+    grad_accum: int = 1
+    mixed_precision: Literal["no", "fp16", "bf16"] = "no"
+    train_encoder: bool = True
+    lora: bool = False
+    lora_r: int = 8
+    lora_alpha: int = 16
+    lora_dropout: float = 0.0
+    online_translation: bool = False
+    """Translate missing candidates with the pool during training instead of reading the store."""
+    log_every: int = 10
+    save_every: int = 50
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check(self.pool_size >= 1, "pool_size", "must be >= 1 (Table 9 uses 4 or 8)")
+        _check(self.adaptor_hidden >= 1, "adaptor_hidden", "must be >= 1")
+        for k in ("actor_lr", "encoder_lr", "adaptor_lr"):
+            _check(getattr(self, k) > 0, k, "learning rates must be > 0")
+        _check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _check(self.steps >= 0, "steps", "must be >= 0")
+        _check(self.grad_accum >= 1, "grad_accum", "must be >= 1")
+        _check(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
+        _check(self.eta >= 0, "eta", "must be >= 0")
+        _check(self.lora_r >= 1, "lora_r", "must be >= 1")
+        _check(self.log_every >= 1, "log_every", "must be >= 1")
+        _check(self.save_every >= 1, "save_every", "must be >= 1")
+
+
+@dataclass
+class LaSRConfig:
+    """LaSR fine-tuning (paper §4.2, App. D.4, Eq. 31-44)."""
+
+    fusion_dim: int = 256
+    fusion_layers: int = 2
+    fusion_heads: int = 4
+    dropout: float = 0.1
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    batch_size: int = 16
+    steps: int = 200
+    grad_accum: int = 1
+    mixed_precision: Literal["no", "fp16", "bf16"] = "no"
+    task: Literal["auto", "rank", "retrieval"] = "auto"
+    """auto: retrieval when queries/qrels are given, rank on STS pairs, both mixed if both."""
+    corr_alpha: float = 0.5
+    corr_tau: float = 0.1
+    corr_queue_size: int = 1024
+    corr_min: int = 32
+    doc_queue_size: int = 1024
+    num_negatives: int = 16
+    ndcg_k: int = 10
+    tau: float = 0.1
+    tau_k: float = 0.5
+    safe_delta: float = 0.2
+    safe_beta: float = 0.03
+    hinge_gamma: float = 0.05
+    mv_nu: float = 0.15
+    lambda_h: float = 0.1
+    lambda_r: float = 0.01
+    score_scale: float = 1.0
+    ema_decay: float = 0.999
+    freeze_arca: bool = True
+    use_llm_critic: bool = True
+    """Ablation (Table 5): without the LLM critic the Actor sees similarity only."""
+    use_embedding_critic: bool = True
+    """Ablation: without the embedding critic the Actor sees critic scores only."""
+    use_translations: bool = True
+    """Ablation: no translations, the English stream encodes the source text itself."""
+    use_multilingual_encoder: bool = True
+    """Ablation: no g(x) stream, the fusion head sees the English stream only."""
+    use_queue: bool = True
+    """Ablation: no FIFO queues (in-batch only)."""
+    log_every: int = 10
+    save_every: int = 100
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _check(self.lr > 0, "lr", "learning rate must be > 0")
+        _check(self.fusion_dim % self.fusion_heads == 0, "fusion_dim", "must divide by heads")
+        _check(self.fusion_layers >= 1, "fusion_layers", "must be >= 1")
+        _check(0 <= self.dropout < 1, "dropout", "must be in [0, 1)")
+        _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _check(self.steps >= 0, "steps", "must be >= 0")
+        _check(0 <= self.corr_alpha <= 1, "corr_alpha", "must be in [0, 1]")
+        for k in ("corr_tau", "tau", "tau_k", "safe_beta"):
+            _check(getattr(self, k) > 0, k, "temperatures must be > 0")
+        _check(self.corr_queue_size >= 0, "corr_queue_size", "must be >= 0")
+        _check(self.doc_queue_size >= 0, "doc_queue_size", "must be >= 0")
+        _check(self.num_negatives >= 1, "num_negatives", "must be >= 1")
+        _check(self.ndcg_k >= 1, "ndcg_k", "must be >= 1")
+        _check(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
+        _check(
+            self.use_translations or self.use_multilingual_encoder,
+            "use_translations",
+            "at least one stream is needed: keep use_translations or use_multilingual_encoder",
+        )
+
+
+@dataclass
+class BaselinesConfig:
+    """Baselines trained on the same data and budget (papers 000-003)."""
+
+    methods: list[str] = field(
+        default_factory=lambda: ["infonce", "clear", "lancer", "jsd", "merging"]
+    )
+    steps: int = 100
+    batch_size: int = 16
+    lr: float = 2e-5
+    tau: float = 0.05
+    hard_negatives: int = 1
+    lora: bool = False
+    lora_r: int = 8
+    clear_lambdas: list[float] = field(default_factory=lambda: [0.4, 0.4, 0.2])
+    clear_reverse: bool = True
+    lancer_lambda: float = 1.0
+    jsd_weight: float = 1.0
+    jsd_eps: float = 1e-8
+    merging_weights: list[float] = field(default_factory=lambda: [0.5, 0.5])
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        known = {"infonce", "clear", "lancer", "jsd", "merging"}
+        bad = [m for m in self.methods if m not in known]
+        _check(not bad, "methods", f"unknown {bad}; choose from {sorted(known)}")
+        _check(self.lr > 0, "lr", "learning rate must be > 0")
+        _check(self.tau > 0, "tau", "must be > 0")
+        _check(self.steps >= 0, "steps", "must be >= 0")
+        _check(self.batch_size >= 2, "batch_size", "contrastive losses need >= 2")
+        _check(len(self.clear_lambdas) == 3, "clear_lambdas", "needs three weights")
+        _check(abs(sum(self.merging_weights) - 1) < 1e-6, "merging_weights", "must sum to 1")
+
+
+@dataclass
+class EvalConfig:
+    """Evaluation: tasks, scenarios, metrics, bootstrap."""
+
+    scenarios: list[str] = field(
+        default_factory=lambda: [
+            "en-en",
+            "lang-en",
+            "en-lang",
+            "multi",
+            "multi-1",
+            "mono-same",
+            "mono-cross",
+        ]
+    )
+    metrics: list[str] = field(default_factory=lambda: ["ndcg@10", "mrr@10", "recall@10"])
+    batch_size: int = 64
+    chunk_size: int = 65536
+    bootstrap: int = 1000
+    diagnostics: bool = True
+    plots: bool = True
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        known = {"en-en", "lang-en", "en-lang", "multi", "multi-1", "mono-same", "mono-cross"}
+        bad = [s for s in self.scenarios if s not in known]
+        _check(not bad, "scenarios", f"unknown {bad}; choose from {sorted(known)}")
+        _check(self.bootstrap >= 0, "bootstrap", "must be >= 0 (0 = no intervals)")
+        _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+
+
+STAGES = ("translate", "arca", "lasr", "compare")
+
+
+@dataclass
+class RunConfig:
+    """The whole pipeline: translate -> Arca -> LaSR -> compare (``lira run``)."""
+
+    output_dir: str = "out/demo"
+    seed: int = 0
+    stages: list[str] = field(default_factory=lambda: list(STAGES))
+    models: ModelsConfig = field(default_factory=ModelsConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    translation: TranslationConfig = field(default_factory=TranslationConfig)
+    arca: ArcaConfig = field(default_factory=ArcaConfig)
+    lasr: LaSRConfig = field(default_factory=LaSRConfig)
+    baselines: BaselinesConfig = field(default_factory=BaselinesConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+    def __post_init__(self) -> None:
+        bad = [s for s in self.stages if s not in STAGES]
+        _check(not bad, "stages", f"unknown {bad}; choose from {list(STAGES)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Loading machinery
+# --------------------------------------------------------------------------------------------
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check ``value`` against the annotation ``tp`` (and build nested dataclasses)."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if dataclasses.is_dataclass(tp):
+        if isinstance(value, tp):
+            return value
+        _check(isinstance(value, dict), key, f"expected a mapping for {tp.__name__}")
+        return from_dict(tp, value, prefix=key)
+    if origin in (Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for a in args:
+            if a is type(None):
+                continue
+            try:
+                return _coerce(value, a, key)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(key, f"value {value!r} matches none of {_type_name(tp)}")
+    if origin is Literal:
+        _check(value in args, key, f"got {value!r}, expected one of {list(args)}")
+        return value
+    if origin is list:
+        _check(isinstance(value, list), key, f"expected a list, got {value!r}")
+        return [_coerce(v, args[0], f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is dict:
+        _check(isinstance(value, dict), key, f"expected a mapping, got {value!r}")
+        return {str(k): _coerce(v, args[1], f"{key}.{k}") for k, v in value.items()}
+    if tp is float:
+        _check(
+            isinstance(value, (int, float)) and not isinstance(value, bool),
+            key,
+            f"expected a number, got {value!r}",
+        )
+        return float(value)
+    if tp is int:
+        _check(
+            isinstance(value, int) and not isinstance(value, bool),
+            key,
+            f"expected an integer, got {value!r}",
+        )
+        return value
+    if tp is bool:
+        _check(isinstance(value, bool), key, f"expected true or false, got {value!r}")
+        return value
+    if tp is str:
+        _check(isinstance(value, str), key, f"expected a string, got {value!r}")
+        return value
+    return value
+
+
+def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
+    """Build dataclass ``cls`` from a mapping; unknown keys and bad types raise ConfigError."""
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(data) - names)
+    if unknown:
+        key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
+        raise ConfigError(
+            key, f"unknown key for {cls.__name__}; valid keys are {sorted(names)} (check spelling)"
+        )
+    kwargs = {}
+    for name, value in data.items():
+        key = f"{prefix}.{name}" if prefix else name
+        kwargs[name] = _coerce(value, hints[name], key)
+    try:
+        return cls(**kwargs)
+    except ConfigError as e:
+        if prefix and not e.key.startswith(prefix):
+            raise ConfigError(f"{prefix}.{e.key}", str(e).split(": ", 1)[-1]) from None
+        raise
+
+
+def to_dict(cfg: Any) -> dict[str, Any]:
+    """The plain mapping of a config dataclass (round-trips through :func:`from_dict`)."""
+    return dataclasses.asdict(cfg)
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a nested mapping."""
+    out = json.loads(json.dumps(data))
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(item, "overrides look like key.sub=value (e.g. arca.steps=50)")
+        dotted, raw = item.split("=", 1)
+        parts = dotted.strip().split(".")
+        node = out
+        for p in parts[:-1]:
+            node = node.setdefault(p, {})
+            if not isinstance(node, dict):
+                raise ConfigError(dotted, f"'{p}' is not a section")
+        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+    return out
+
+
+def load_config(
+    path: str | Path | None, overrides: list[str] | None = None, cls: type[T] = RunConfig
+) -> T:
+    """Load a YAML file into ``cls`` after applying dotted overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError("", f"config file not found: {p}")
+        try:
+            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError as e:
+            raise ConfigError("", f"{p} is not valid YAML: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError("", f"{p} must hold a mapping at the top level")
+    data = apply_overrides(data, overrides or [])
+    return from_dict(cls, data)
+
+
+def save_config(cfg: Any, path: str | Path) -> None:
+    """Write a config dataclass as YAML (loadable again with :func:`load_config`)."""
+    Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")

@@ -1,0 +1,1 @@
+"""Translator pool, meta-text cleanup and the SQLite translation store."""
