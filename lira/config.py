@@ -413,7 +413,7 @@ class EvalConfig:
         _check(self.batch_size >= 1, "batch_size", "must be >= 1")
 
 
-STAGES = ("translate", "arca", "lasr", "compare")
+STAGES = ("translate", "arca", "lasr", "baselines", "compare")
 
 
 @dataclass
@@ -476,6 +476,11 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
         _check(isinstance(value, dict), key, f"expected a mapping, got {value!r}")
         return {str(k): _coerce(v, args[1], f"{key}.{k}") for k, v in value.items()}
     if tp is float:
+        if isinstance(value, str):  # PyYAML reads '5e-5' (no dot) as a string
+            try:
+                value = float(value)
+            except ValueError:
+                raise ConfigError(key, f"expected a number, got {value!r}") from None
         _check(
             isinstance(value, (int, float)) and not isinstance(value, bool),
             key,

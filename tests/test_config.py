@@ -1,0 +1,129 @@
+"""Config loading: YAML <-> dataclasses, dotted overrides, clear errors naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lira.config import (
+    ConfigError,
+    RunConfig,
+    TranslationConfig,
+    TranslatorConfig,
+    from_dict,
+    load_config,
+    save_config,
+    to_dict,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _llm(name: str) -> dict:
+    return {"name": name, "kind": "transformers", "role": "llm", "model": "demo:qwen3-lm"}
+
+
+def _mt(name: str) -> dict:
+    return {"name": name, "kind": "transformers", "role": "mt", "model": "demo:marian"}
+
+
+def test_defaults_are_paper_values():
+    cfg = RunConfig()
+    assert (cfg.arca.alpha, cfg.arca.beta, cfg.arca.gamma, cfg.arca.delta) == (0.4, 0.3, 0.3, 1.0)
+    assert (cfg.arca.actor_lr, cfg.arca.encoder_lr, cfg.arca.adaptor_lr) == (1e-4, 5e-5, 1e-4)
+    assert cfg.arca.max_grad_norm == 1.0
+    assert (cfg.lasr.tau, cfg.lasr.tau_k, cfg.lasr.safe_delta) == (0.1, 0.5, 0.2)
+    assert (cfg.lasr.safe_beta, cfg.lasr.hinge_gamma, cfg.lasr.mv_nu) == (0.03, 0.05, 0.15)
+    assert cfg.baselines.clear_lambdas == [0.4, 0.4, 0.2]
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
+def test_shipped_configs_load_and_round_trip(path):
+    cfg = load_config(path)
+    again = from_dict(RunConfig, to_dict(cfg))
+    assert again == cfg
+
+
+def test_dotted_overrides_parse_yaml_values(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text(yaml.safe_dump({"arca": {"steps": 10}}))
+    cfg = load_config(f, ["arca.steps=50", "arca.lora=true", "data.train_languages=[de, ru]"])
+    assert cfg.arca.steps == 50 and cfg.arca.lora is True
+    assert cfg.data.train_languages == ["de", "ru"]
+
+
+def test_int_is_accepted_for_float_but_not_bool_for_int():
+    assert load_config(None, ["arca.eta=2"]).arca.eta == 2.0
+    assert load_config(None, ["arca.encoder_lr=5e-5"]).arca.encoder_lr == 5e-5  # YAML 1.1 str
+    with pytest.raises(ConfigError, match="arca.steps.*integer"):
+        load_config(None, ["arca.steps=true"])
+
+
+@pytest.mark.parametrize(
+    ("override", "pattern"),
+    [
+        ("arca.pol_size=3", r"'arca.pol_size'.*unknown key.*pool_size"),
+        ("arcaa.steps=3", r"'arcaa'.*unknown key"),
+        ("arca.steps=abc", r"'arca.steps'.*expected an integer"),
+        ("arca.pool_size=0", r"'arca.pool_size'.*>= 1"),
+        ("lasr.lr=-0.1", r"'lasr.lr'.*> 0"),
+        ("arca.encoder_lr=-1e-5", r"'arca.encoder_lr'.*> 0"),
+        ("arca.reward_baseline=median", r"'arca.reward_baseline'.*one of"),
+        ("translation.pass_at_k=2", r"'translation.pass_at_k'.*pass@2 needs 2 LLM translators"),
+        ("eval.scenarios=[en-en, xx]", r"'eval.scenarios'.*unknown"),
+        ("baselines.methods=[clear, foo]", r"'baselines.methods'.*unknown"),
+    ],
+)
+def test_bad_values_name_the_key_and_the_fix(override, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        load_config(None, [override])
+
+
+def test_error_inside_a_list_names_the_index():
+    data = {"translation": {"llm_translators": [_llm("a"), {"name": "b", "kind": "openai"}]}}
+    with pytest.raises(ConfigError, match=r"llm_translators\[1\]\.base_url"):
+        from_dict(RunConfig, data)
+
+
+def test_pass_at_k_selects_k_llms_then_mt_models():
+    cfg = from_dict(
+        TranslationConfig,
+        {
+            "llm_translators": [_llm("l1"), _llm("l2")],
+            "mt_translators": [_mt("m1"), _mt("m2"), _mt("m3")],
+            "num_candidates": 4,
+        },
+    )
+    picks = {}
+    for k in (0, 1, 2):
+        cfg.pass_at_k = k
+        picks[k] = [t.name for t in cfg.active_translators()]
+    assert picks == {0: ["m1", "m2", "m3"], 1: ["l1", "m1", "m2", "m3"], 2: ["l1", "l2", "m1", "m2"]}
+
+
+def test_duplicate_translator_names_and_wrong_roles_are_rejected():
+    with pytest.raises(ConfigError, match="unique"):
+        from_dict(TranslationConfig, {"llm_translators": [_llm("a"), _llm("a")]})
+    with pytest.raises(ConfigError, match="role"):
+        from_dict(TranslationConfig, {"mt_translators": [_llm("a")]})
+    with pytest.raises(ConfigError, match="name"):
+        TranslatorConfig(name="")
+
+
+def test_file_errors(tmp_path):
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("- a list\n- not a mapping\n")
+    with pytest.raises(ConfigError, match="mapping"):
+        load_config(bad)
+    with pytest.raises(ConfigError, match="key.sub=value"):
+        load_config(None, ["arca.steps"])
+
+
+def test_save_and_reload(tmp_path):
+    cfg = load_config(None, ["arca.steps=7", "data.eval_languages=[ru]"])
+    save_config(cfg, tmp_path / "c.yaml")
+    assert load_config(tmp_path / "c.yaml") == cfg
