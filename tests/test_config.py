@@ -57,7 +57,7 @@ def test_dotted_overrides_parse_yaml_values(tmp_path):
 def test_int_is_accepted_for_float_but_not_bool_for_int():
     assert load_config(None, ["arca.eta=2"]).arca.eta == 2.0
     assert load_config(None, ["arca.encoder_lr=5e-5"]).arca.encoder_lr == 5e-5  # YAML 1.1 str
-    with pytest.raises(ConfigError, match="arca.steps.*integer"):
+    with pytest.raises(ConfigError, match=r"arca\.steps.*integer"):
         load_config(None, ["arca.steps=true"])
 
 
@@ -100,7 +100,11 @@ def test_pass_at_k_selects_k_llms_then_mt_models():
     for k in (0, 1, 2):
         cfg.pass_at_k = k
         picks[k] = [t.name for t in cfg.active_translators()]
-    assert picks == {0: ["m1", "m2", "m3"], 1: ["l1", "m1", "m2", "m3"], 2: ["l1", "l2", "m1", "m2"]}
+    assert picks == {
+        0: ["m1", "m2", "m3"],
+        1: ["l1", "m1", "m2", "m3"],
+        2: ["l1", "l2", "m1", "m2"],
+    }
 
 
 def test_duplicate_translator_names_and_wrong_roles_are_rejected():
@@ -119,7 +123,7 @@ def test_file_errors(tmp_path):
     bad.write_text("- a list\n- not a mapping\n")
     with pytest.raises(ConfigError, match="mapping"):
         load_config(bad)
-    with pytest.raises(ConfigError, match="key.sub=value"):
+    with pytest.raises(ConfigError, match=r"key\.sub=value"):
         load_config(None, ["arca.steps"])
 
 
