@@ -27,6 +27,7 @@ from lira.config import (
     ConfigError,
     EvalConfig,
     LaSRConfig,
+    ReasonConfig,
     RunConfig,
     TranslationConfig,
     load_config,
@@ -51,6 +52,11 @@ COMMANDS: dict[str, tuple[str, type | None, str]] = {
         "evaluators.compare:run_compare",
         EvalConfig,
         "evaluate the backbone, LiRA and every baseline on the same scenarios",
+    ),
+    "reason": (
+        "lira.reasoning.runner:run_reason",
+        ReasonConfig,
+        "MGSM / X-CSQA accuracy through a frozen LLM fed [g(x); h(y)] (direct, translate-en, LiRA)",
     ),
     "run": (
         "lira.pipeline:run_pipeline",

@@ -311,6 +311,11 @@ class LaSRConfig:
     lambda_r: float = 0.01
     score_scale: float = 1.0
     ema_decay: float = 0.999
+    fusion_residual: bool = True
+    """Head output = normalize(E_en + W·T(E_en, E_lr)) with W zero-initialised, so an untrained
+    head equals the Arca-only model (backbone on the selected translation); False = plain head."""
+    eval_every: int = 0
+    """Evaluate the EMA head on held-out data every N steps (0 = only at the end)."""
     freeze_arca: bool = True
     use_llm_critic: bool = True
     """Ablation (Table 5): without the LLM critic the Actor sees similarity only."""
@@ -341,6 +346,7 @@ class LaSRConfig:
         _check(self.num_negatives >= 1, "num_negatives", "must be >= 1")
         _check(self.ndcg_k >= 1, "ndcg_k", "must be >= 1")
         _check(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
+        _check(self.eval_every >= 0, "eval_every", "must be >= 0 (0 = only at the end)")
         _check(
             self.use_translations or self.use_multilingual_encoder,
             "use_translations",
@@ -413,6 +419,42 @@ class EvalConfig:
         _check(self.batch_size >= 1, "batch_size", "must be >= 1")
 
 
+@dataclass
+class ReasonConfig:
+    """Reasoning through a frozen LLM fed [g(x); h(y)] (paper 004 §5.1-5.3, ``lira reason``)."""
+
+    llm: str = "demo:smollm2"
+    """The frozen causal LM (Qwen/Qwen3-8B in the paper); Arca must be trained with it as h."""
+    arca_checkpoint: str = ""
+    """Arca checkpoint folder; empty = <output_dir>/arca/final."""
+    tasks: list[str] = field(default_factory=lambda: ["mgsm", "xcsqa"])
+    mgsm_path: str = "demo"
+    """Folder with mgsm_<lang>.tsv files ('demo' = the hand-written files shipped for tests)."""
+    xcsqa_path: str = "demo"
+    """Folder with xcsqa_<lang>.jsonl files ('demo' = shipped hand-written files)."""
+    languages: list[str] = field(default_factory=lambda: ["de", "es"])
+    modes: list[str] = field(
+        default_factory=lambda: ["direct", "translate-en", "soft_only", "both"]
+    )
+    """direct / translate-en are the baselines; both = LiRA."""
+    engine: Literal["transformers", "vllm"] = "transformers"
+    max_new_tokens: int = 64
+    batch_size: int = 4
+    max_items: int = 0
+    """Cap on items per language and task (0 = all)."""
+    bootstrap: int = 200
+
+    def __post_init__(self) -> None:
+        bad = [t for t in self.tasks if t not in ("mgsm", "xcsqa")]
+        _check(not bad, "tasks", f"unknown {bad}; choose from ['mgsm', 'xcsqa']")
+        known = ("direct", "translate-en", "soft_only", "both")
+        bad = [m for m in self.modes if m not in known]
+        _check(not bad, "modes", f"unknown {bad}; choose from {list(known)}")
+        _check(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
+        _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _check(self.max_items >= 0, "max_items", "must be >= 0 (0 = all)")
+
+
 STAGES = ("translate", "arca", "lasr", "baselines", "compare")
 
 
@@ -430,6 +472,7 @@ class RunConfig:
     lasr: LaSRConfig = field(default_factory=LaSRConfig)
     baselines: BaselinesConfig = field(default_factory=BaselinesConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    reason: ReasonConfig = field(default_factory=ReasonConfig)
 
     def __post_init__(self) -> None:
         bad = [s for s in self.stages if s not in STAGES]

@@ -1,0 +1,171 @@
+"""Train / held-out splits of the configured dataset, in the form every stage consumes.
+
+XQuAD-R (the default): question ids are split once (``eval_fraction``, ``split_seed``), the
+same ids in every language, so no held-out question is seen in any language during training.
+- ``train_sources`` / ``eval_sources``: questions in the non-English train / eval languages;
+  these are what gets translated (store) and anchored (Arca).
+- ``train`` / ``eval``: retrieval data, target-language questions -> the full English
+  sentence pool (the Lang->En setting; the gold sentence is the positive).
+- ``train_parallel``: the training questions in English and every train language (baselines).
+- ``dataset``: the XQuADR object, for the evaluation scenarios (En-En, Multi, ...).
+
+Other retrieval formats (LazRetrieval, BEIR, a ``datasets`` folder) are split by query id; their
+non-English documents are added to ``train_sources`` because LiRA encodes documents through
+the same translate-and-anchor path. An STS file (``data.sts_path``, or ``format: sts``) is split
+by pair index into ``train_pairs`` / ``eval_pairs`` for the rank task.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lira.config import DataConfig
+from lira.data import demo_path
+from lira.data.types import PairData, ParallelData, Record, RetrievalData
+from lira.data.xquad_r import XQuADR, load_xquad_r
+
+
+@dataclass
+class Splits:
+    """Everything the pipeline reads from the data section."""
+
+    train_sources: list[Record] = field(default_factory=list)
+    eval_sources: list[Record] = field(default_factory=list)
+    train: RetrievalData | None = None
+    eval: RetrievalData | None = None
+    train_parallel: ParallelData | None = None
+    train_pairs: PairData | None = None
+    eval_pairs: PairData | None = None
+    dataset: XQuADR | None = None
+    train_ids: list[str] = field(default_factory=list)
+    eval_ids: list[str] = field(default_factory=list)
+
+
+def _merge(parts: list[RetrievalData], name: str) -> RetrievalData:
+    corpus: dict[str, Record] = {}
+    for p in parts:
+        corpus.update({d.id: d for d in p.corpus})
+    qrels = {q: rel for p in parts for q, rel in p.qrels.items()}
+    return RetrievalData(
+        [q for p in parts for q in p.queries], list(corpus.values()), qrels, name=name
+    )
+
+
+def _xquad_splits(cfg: DataConfig) -> Splits:
+    folder = demo_path() if cfg.path == "demo" else Path(cfg.path)
+    langs = list(dict.fromkeys(["en", *cfg.train_languages, *cfg.eval_languages]))
+    ds = load_xquad_r(folder, langs, drop_malformed=cfg.drop_malformed)
+    train_ids, eval_ids = ds.split(cfg.eval_fraction, cfg.split_seed)
+    if cfg.max_train_queries:
+        train_ids = train_ids[: cfg.max_train_queries]
+    if cfg.max_eval_queries:
+        eval_ids = eval_ids[: cfg.max_eval_queries]
+    train_langs = [lang for lang in cfg.train_languages if lang != "en"]
+    eval_langs = [lang for lang in cfg.eval_languages if lang != "en"]
+    return Splits(
+        train_sources=[ds.question(lang, q) for lang in train_langs for q in train_ids],
+        eval_sources=[ds.question(lang, q) for lang in eval_langs for q in eval_ids],
+        train=_merge(
+            [ds.retrieval(lang, ["en"], train_ids) for lang in cfg.train_languages], "train"
+        ),
+        eval=_merge([ds.retrieval(lang, ["en"], eval_ids) for lang in cfg.eval_languages], "eval"),
+        train_parallel=ds.parallel_questions(
+            list(dict.fromkeys(["en", *cfg.train_languages])), train_ids
+        ),
+        dataset=ds,
+        train_ids=train_ids,
+        eval_ids=eval_ids,
+    )
+
+
+def _split_retrieval(data: RetrievalData, cfg: DataConfig) -> Splits:
+    ids = sorted(q.id for q in data.queries)
+    random.Random(cfg.split_seed).shuffle(ids)
+    n_eval = max(1, round(len(ids) * cfg.eval_fraction))
+    eval_ids, train_ids = set(ids[:n_eval]), set(ids[n_eval:])
+
+    def part(keep: set[str], cap: int, name: str) -> RetrievalData:
+        queries = [q for q in data.queries if q.id in keep]
+        queries = queries[:cap] if cap else queries
+        qrels = {q.id: data.qrels[q.id] for q in queries}
+        return RetrievalData(queries, data.corpus, qrels, name=name, dropped=data.dropped)
+
+    train = part(train_ids, cfg.max_train_queries, f"{data.name} train")
+    held = part(eval_ids, cfg.max_eval_queries, f"{data.name} eval")
+    docs = [d for d in data.corpus if d.lang != "en"]
+    return Splits(
+        train_sources=[q for q in train.queries if q.lang != "en"] + docs,
+        eval_sources=[q for q in held.queries if q.lang != "en"],
+        train=train,
+        eval=held,
+        train_ids=[q.id for q in train.queries],
+        eval_ids=[q.id for q in held.queries],
+    )
+
+
+def _split_pairs(pairs: PairData, cfg: DataConfig) -> tuple[PairData, PairData]:
+    idx = list(range(len(pairs.scores)))
+    random.Random(cfg.split_seed).shuffle(idx)
+    n_eval = max(1, round(len(idx) * cfg.eval_fraction))
+
+    def take(sel: list[int], name: str) -> PairData:
+        sel = sorted(sel)
+        return PairData(
+            [pairs.sentence1[i] for i in sel],
+            [pairs.sentence2[i] for i in sel],
+            [pairs.scores[i] for i in sel],
+            [pairs.lang1[i] for i in sel],
+            [pairs.lang2[i] for i in sel],
+            name=name,
+            dropped=pairs.dropped,
+        )
+
+    return take(idx[n_eval:], f"{pairs.name} train"), take(idx[:n_eval], f"{pairs.name} eval")
+
+
+def _pair_sources(pairs: PairData, tag: str) -> list[Record]:
+    """The distinct non-English sentences of STS pairs (what must be translated)."""
+    seen: dict[tuple[str, str], Record] = {}
+    for i, (a, b, la, lb) in enumerate(
+        zip(pairs.sentence1, pairs.sentence2, pairs.lang1, pairs.lang2)
+    ):
+        for k, text, lang in ((1, a, la), (2, b, lb)):
+            if lang != "en" and (text, lang) not in seen:
+                seen[(text, lang)] = Record(f"sts-{tag}:{i}:{k}", text, lang)
+    return list(seen.values())
+
+
+def load_splits(cfg: DataConfig) -> Splits:
+    """Load the configured dataset and split it (deterministic for a given config)."""
+    lang = cfg.train_languages[0]
+    if cfg.format == "xquad_r":
+        splits = _xquad_splits(cfg)
+    elif cfg.format == "lazretrieval":
+        from lira.data.lazretrieval import load_lazretrieval
+
+        splits = _split_retrieval(
+            load_lazretrieval(cfg.path, drop_malformed=cfg.drop_malformed), cfg
+        )
+    elif cfg.format == "beir":
+        from lira.data.beir import load_beir
+
+        data = load_beir(cfg.path, lang=lang, drop_malformed=cfg.drop_malformed)
+        splits = _split_retrieval(data, cfg)
+    elif cfg.format == "hf":
+        from lira.data.beir import load_hf_retrieval
+
+        data = load_hf_retrieval(cfg.path, lang=lang, drop_malformed=cfg.drop_malformed)
+        splits = _split_retrieval(data, cfg)
+    else:  # sts
+        splits = Splits()
+    sts = cfg.path if cfg.format == "sts" else cfg.sts_path
+    if sts:
+        from lira.data.sts import load_sts
+
+        pairs = load_sts(sts, lang=lang, drop_malformed=cfg.drop_malformed)
+        splits.train_pairs, splits.eval_pairs = _split_pairs(pairs, cfg)
+        splits.train_sources += _pair_sources(splits.train_pairs, "train")
+        splits.eval_sources += _pair_sources(splits.eval_pairs, "eval")
+    return splits

@@ -1,0 +1,53 @@
+"""MGSM / X-CSQA loaders on the shipped demo files and on malformed input."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from lira.reasoning.data import demo_reasoning_path, load_mgsm, load_xcsqa
+
+
+def test_demo_files_are_parallel_across_languages():
+    root = demo_reasoning_path()
+    answers = {
+        lang: [i.answer for i in load_mgsm(root / f"mgsm_{lang}.tsv", lang)]
+        for lang in ("en", "de", "es")
+    }
+    assert answers["en"] == answers["de"] == answers["es"] and len(answers["en"]) >= 5
+    keys = {
+        lang: [i.answer for i in load_xcsqa(root / f"xcsqa_{lang}.jsonl", lang)]
+        for lang in ("en", "de", "es")
+    }
+    assert keys["en"] == keys["de"] == keys["es"]
+    item = load_xcsqa(root / "xcsqa_de.jsonl", "de")[0]
+    assert [label for label, _ in item.choices] == list("ABCDE")
+
+
+def test_mgsm_errors_name_file_line_field(tmp_path):
+    f = tmp_path / "mgsm_xx.tsv"
+    f.write_text("ok question\t3\nbad question\tmany\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"mgsm_xx.tsv: line 2: field 'answer'.*many"):
+        load_mgsm(f, "xx")
+    f.write_text("\t3\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 1: field 'question'"):
+        load_mgsm(f, "xx")
+
+
+def test_xcsqa_errors_name_file_line_field(tmp_path):
+    f = tmp_path / "x.jsonl"
+    good = {
+        "question": {
+            "stem": "s",
+            "choices": [{"label": "A", "text": "a"}, {"label": "B", "text": "b"}],
+        },
+        "answerKey": "A",
+    }
+    bad = dict(good, answerKey="Z")
+    f.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 2: field 'answerKey'"):
+        load_xcsqa(f, "xx")
+    f.write_text("{not json\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"line 1: field '<json>'"):
+        load_xcsqa(f, "xx")
