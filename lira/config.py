@@ -404,6 +404,9 @@ class EvalConfig:
         ]
     )
     metrics: list[str] = field(default_factory=lambda: ["ndcg@10", "mrr@10", "recall@10"])
+    """Single-reference metrics: ndcg@1, ndcg@10, mrr@10, recall@10, recall@100."""
+    model: str = ""
+    """``lira eval``: a LiRA model or baseline folder; empty = the bare backbone."""
     batch_size: int = 64
     chunk_size: int = 65536
     bootstrap: int = 1000

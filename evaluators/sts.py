@@ -1,0 +1,28 @@
+"""STS evaluation: Pearson and Spearman correlation of cosine scores with gold scores."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from scipy import stats
+
+
+def sts_correlations(pred: Sequence[float], gold: Sequence[float]) -> dict[str, float]:
+    """Pearson and Spearman correlation (x100) between predicted and gold similarities."""
+    p, g = np.asarray(pred, dtype=np.float64), np.asarray(gold, dtype=np.float64)
+    if p.shape != g.shape or p.size < 2:
+        raise ValueError(
+            f"need two equal-length score lists of size >= 2, got {p.shape}, {g.shape}"
+        )
+    return {
+        "pearson": float(100 * stats.pearsonr(p, g).statistic),
+        "spearman": float(100 * stats.spearmanr(p, g).statistic),
+    }
+
+
+def cosine_scores(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine similarity of two [N, d] arrays."""
+    a = a / np.linalg.norm(a, axis=1, keepdims=True).clip(1e-12)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True).clip(1e-12)
+    return (a * b).sum(axis=1)
