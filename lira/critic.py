@@ -1,0 +1,256 @@
+"""The LLM judge (Translation Critic, paper 004 §4.1, App. C.2): scores 1-10 per candidate.
+
+For each (source, candidate) the judge reads the paper's critic prompt and returns
+``{"semantic": s, "emotional": e, "pragmatic": p}``. The output is constrained by
+:data:`SCORE_SCHEMA` *at decoding time*: vLLM structured outputs on the ``vllm`` path,
+``response_format`` json_schema on the ``openai`` path, and an xgrammar logits processor on
+the ``transformers`` path. Parsing still validates (:func:`parse_scores`); items that fail are
+retried (sampled, temperature ``RETRY_TEMPERATURE``) up to ``max_retries`` times and then
+recorded as failures with their raw text — never a crash, never a silent default.
+``kind: none`` builds no critic (ablation): candidates carry no scores.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from lira.config import CriticConfig
+from lira.prompts import critic_prompt
+from lira.translation.translators import (
+    ChatClient,
+    chat_messages,
+    resolve,
+    torch_dtype,
+    vllm_engine,
+)
+
+log = logging.getLogger(__name__)
+
+DIMENSIONS = ("semantic", "emotional", "pragmatic")
+SCORE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {k: {"type": "integer", "minimum": 1, "maximum": 10} for k in DIMENSIONS},
+    "required": list(DIMENSIONS),
+    "additionalProperties": False,
+}
+"""JSON schema of the critic's answer (integers 1-10 for the three dimensions)."""
+RETRY_TEMPERATURE = 0.7
+
+
+class CriticParseError(ValueError):
+    """The critic's output is not a valid score object."""
+
+
+def parse_scores(raw: str) -> tuple[int, int, int]:
+    """(semantic, emotional, pragmatic) from the critic's raw JSON; raises CriticParseError."""
+    try:
+        obj = json.loads(raw)
+    except (json.JSONDecodeError, TypeError) as e:
+        raise CriticParseError(f"not valid JSON ({e}): {raw[:200]!r}") from None
+    if not isinstance(obj, dict):
+        raise CriticParseError(f"expected a JSON object, got {type(obj).__name__}: {raw[:200]!r}")
+    missing = [k for k in DIMENSIONS if k not in obj]
+    if missing:
+        raise CriticParseError(f"missing keys {missing} in {raw[:200]!r}")
+    extra = sorted(set(obj) - set(DIMENSIONS))
+    if extra:
+        raise CriticParseError(f"unexpected keys {extra} in {raw[:200]!r}")
+    out = []
+    for k in DIMENSIONS:
+        v = obj[k]
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise CriticParseError(f"{k}={v!r} is not an integer")
+        if not 1 <= v <= 10:
+            raise CriticParseError(f"{k}={v} is outside 1-10")
+        out.append(v)
+    return out[0], out[1], out[2]
+
+
+@dataclass
+class CriticResult:
+    """One judgement: the scores, or the failure with the last raw output."""
+
+    scores: tuple[int, int, int] | None
+    raw: str
+    error: str | None = None
+    attempts: int = 1
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when valid scores were obtained."""
+        return self.scores is not None
+
+
+def critic_id(cfg: CriticConfig) -> str:
+    """Identity of a critic (stored with its scores; another critic re-scores)."""
+    return f"{cfg.kind}:{cfg.model}:{cfg.prompt_version}"
+
+
+class Critic:
+    """Scores (source, candidate) pairs; the backend (``cfg.kind``) decides how it decodes.
+
+    ``constrained=False`` turns the decode-time schema off (benchmarks only).
+    """
+
+    def __init__(self, cfg: CriticConfig, constrained: bool = True) -> None:
+        if cfg.kind == "none":
+            raise ValueError("critic kind 'none' has no judge; use build_critic (returns None)")
+        self.cfg = cfg
+        self.constrained = constrained
+        self.id = critic_id(cfg)
+        if cfg.kind == "transformers":
+            self._init_transformers()
+        elif cfg.kind == "vllm":
+            self.llm = vllm_engine(cfg.model, cfg.tensor_parallel_size)
+        elif cfg.kind == "openai":
+            self.client = ChatClient(
+                cfg.base_url, cfg.model, cfg.api_key_env, cfg.timeout_s, max_retries=2
+            )
+        else:
+            raise ValueError(f"unknown critic kind {cfg.kind!r}; use transformers|vllm|openai|none")
+
+    # ------------------------------------------------------------------ backends
+    def _init_transformers(self) -> None:
+        import torch
+        import xgrammar as xgr
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        path = resolve(self.cfg.model)
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.tokenizer = AutoTokenizer.from_pretrained(path)
+        self.tokenizer.padding_side = "left"
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(self.device))
+        self.model.to(self.device).eval()
+        info = xgr.TokenizerInfo.from_huggingface(
+            self.tokenizer, vocab_size=self.model.config.vocab_size
+        )
+        self.grammar = xgr.GrammarCompiler(info).compile_json_schema(
+            json.dumps(SCORE_SCHEMA), any_whitespace=False
+        )
+
+    def _generate_transformers(self, prompts: list[str], sample: bool) -> list[str]:
+        import torch
+        from xgrammar.contrib.hf import LogitsProcessor
+
+        tok = self.tokenizer
+        texts = [
+            tok.apply_chat_template(chat_messages(p), tokenize=False, add_generation_prompt=True)
+            for p in prompts
+        ]
+        enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
+            self.device
+        )
+        kw: dict[str, Any] = {"max_new_tokens": self.cfg.max_new_tokens, "do_sample": sample}
+        if sample:
+            kw["temperature"] = RETRY_TEMPERATURE
+        if self.constrained:
+            kw["logits_processor"] = [LogitsProcessor(self.grammar)]  # one per generate call
+        with torch.no_grad():
+            out = self.model.generate(**enc, **kw, pad_token_id=tok.pad_token_id)
+        return tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
+    def _generate_vllm(self, prompts: list[str], sample: bool) -> list[str]:
+        from vllm import SamplingParams
+
+        kw: dict[str, Any] = {}
+        if self.constrained:
+            from vllm.sampling_params import StructuredOutputsParams
+
+            kw["structured_outputs"] = StructuredOutputsParams(json=SCORE_SCHEMA)
+        params = SamplingParams(
+            temperature=RETRY_TEMPERATURE if sample else 0.0,
+            max_tokens=self.cfg.max_new_tokens,
+            **kw,
+        )
+        outs = self.llm.chat([chat_messages(p) for p in prompts], params, use_tqdm=False)
+        return [o.outputs[0].text for o in outs]
+
+    def _generate_openai(self, prompts: list[str], sample: bool) -> list[str]:
+        kw: dict[str, Any] = {
+            "temperature": RETRY_TEMPERATURE if sample else 0.0,
+            "max_tokens": self.cfg.max_new_tokens,
+        }
+        if self.constrained:
+            kw["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "critic_scores", "strict": True, "schema": SCORE_SCHEMA},
+            }
+
+        def one(p: str) -> str:
+            try:
+                return self.client.complete(chat_messages(p), **kw)
+            except Exception as e:  # recorded as the raw text of a failed attempt
+                return f"<request failed: {type(e).__name__}: {e}>"
+
+        with ThreadPoolExecutor(max_workers=self.cfg.max_concurrency) as pool:
+            return list(pool.map(one, prompts))
+
+    def _generate(self, prompts: list[str], sample: bool) -> list[str]:
+        fn = {
+            "transformers": self._generate_transformers,
+            "vllm": self._generate_vllm,
+            "openai": self._generate_openai,
+        }[self.cfg.kind]
+        out: list[str] = []
+        bs = len(prompts) if self.cfg.kind == "vllm" else self.cfg.batch_size
+        for i in range(0, len(prompts), bs):
+            chunk = prompts[i : i + bs]
+            try:
+                out += fn(chunk, sample)
+            except Exception as e:  # a backend crash becomes a failed attempt for the chunk
+                out += [f"<generation failed: {type(e).__name__}: {e}>"] * len(chunk)
+        return out
+
+    # ------------------------------------------------------------------ public
+    def score(
+        self, sources: Sequence[str], candidates: Sequence[str], lang: str
+    ) -> list[CriticResult]:
+        """Judge each (source, candidate) pair (source language ``lang``); never raises per item."""
+        if len(sources) != len(candidates):
+            raise ValueError(f"{len(sources)} sources but {len(candidates)} candidates")
+        prompts = [
+            critic_prompt(s, c, lang, self.cfg.prompt_version) for s, c in zip(sources, candidates)
+        ]
+        results: list[CriticResult | None] = [None] * len(prompts)
+        raws = [""] * len(prompts)
+        errors = [""] * len(prompts)
+        todo = list(range(len(prompts)))
+        t0 = time.perf_counter()
+        for attempt in range(self.cfg.max_retries + 1):
+            outs = self._generate([prompts[i] for i in todo], sample=attempt > 0)
+            left = []
+            for i, raw in zip(todo, outs):
+                raws[i] = raw
+                try:
+                    results[i] = CriticResult(parse_scores(raw.strip()), raw, None, attempt + 1)
+                except CriticParseError as e:
+                    errors[i] = str(e)
+                    left.append(i)
+            todo = left
+            if not todo:
+                break
+        dt = (time.perf_counter() - t0) / max(len(prompts), 1)
+        if todo:
+            log.warning(
+                "critic failed on %d/%d pairs after %d attempts (first: %s)",
+                len(todo), len(prompts), self.cfg.max_retries + 1, errors[todo[0]],
+            )  # fmt: skip
+        for i in todo:
+            results[i] = CriticResult(None, raws[i], errors[i], self.cfg.max_retries + 1)
+        for r in results:
+            r.seconds = dt  # type: ignore[union-attr]
+        return results  # type: ignore[return-value]
+
+
+def build_critic(cfg: CriticConfig, constrained: bool = True) -> Critic | None:
+    """The configured critic, or None for ``kind: none`` (ablation: candidates carry no scores)."""
+    return None if cfg.kind == "none" else Critic(cfg, constrained=constrained)

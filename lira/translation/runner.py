@@ -1,0 +1,339 @@
+"""``lira translate``: fill the translation store under the pass@k budget, then run the critic.
+
+:func:`fill_store` is the engine (used by ``lira run`` and online by Arca); it
+1. checks the sources: an empty/whitespace source is recorded as a permanent failure, a
+   source longer than ``source_max_chars`` is truncated (warning + ``truncated`` flag), an
+   unknown language code raises naming the code and the known codes;
+2. for each active translator (``TranslationConfig.active_translators()``), asks the store
+   what is missing, generates it in chunks of ``max(commit_every, batch_size)`` texts and
+   writes each chunk transactionally (a translator that fails to load or raises is recorded
+   as failed for its texts; the others go on);
+3. cleans every LLM candidate (:mod:`lira.translation.cleanup`) and stores raw + cleaned +
+   removed text;
+4. scores every ok row not yet scored by the configured critic;
+5. returns (and ``run_translate`` writes) ``translate_summary.json``.
+
+``reference`` translators are never generated; their rows come from ``--import``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from argparse import Namespace
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from lira.config import RunConfig, TranslationConfig, TranslatorConfig
+from lira.critic import build_critic, critic_id
+from lira.prompts import language_name
+from lira.translation.cleanup import clean_translation
+from lira.translation.store import Row, TranslationStore
+from lira.translation.translators import Translation, build_translator
+
+log = logging.getLogger(__name__)
+
+EMPTY_SOURCE = "empty or whitespace-only source text"
+
+
+def store_path(cfg: RunConfig) -> Path:
+    """The store file: ``translation.store``, relative paths inside ``output_dir``."""
+    p = Path(cfg.translation.store)
+    return p if p.is_absolute() else Path(cfg.output_dir) / p
+
+
+def group_sources(sources: Any) -> dict[str, list[str]]:
+    """{lang: [texts]} from Records (``.text``/``.lang``), (text, lang) pairs or a dict."""
+    if isinstance(sources, dict):
+        return {lang: list(texts) for lang, texts in sources.items()}
+    out: dict[str, list[str]] = {}
+    for s in sources:
+        text, lang = (s.text, s.lang) if hasattr(s, "text") else (s[0], s[1])
+        out.setdefault(lang, []).append(text)
+    return out
+
+
+def check_source(text: str, max_chars: int) -> tuple[str, bool]:
+    """(text to translate, truncated?) — cut to ``max_chars`` at a word boundary if possible."""
+    if len(text) <= max_chars:
+        return text, False
+    cut = text[:max_chars]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > max_chars // 2 else cut), True
+
+
+def _new_stats() -> dict[str, Any]:
+    return {
+        "generated": 0, "reused": 0, "failed": 0, "truncated": 0, "seconds": 0.0, "texts_per_s": 0.0,
+    }  # fmt: skip
+
+
+def _row(
+    text: str,
+    fed: str,
+    tr: Translation | str | None,
+    lang: str,
+    tcfg: TranslatorConfig,
+    load_error: str | None,
+) -> Row:
+    """The store row of one generated text: ok (cleaned) or a recorded failure.
+
+    ``tr`` is the backend's output, an error string (the chunk raised) or None (no backend).
+    """
+    base: dict[str, Any] = {"truncated": len(fed) < len(text)}
+    if tr is None or isinstance(tr, str):
+        return Row(text, lang, tcfg, status="failed", error=tr or load_error, retry=True, **base)
+    base["gen_seconds"] = tr.seconds
+    if not tr.ok:
+        return Row(text, lang, tcfg, status="failed", error=tr.error, retry=True, **base)
+    # LLM outputs get the meta-text cleanup (App. C.3); MT outputs are taken as they are
+    cleaned, removed = clean_translation(tr.raw) if tcfg.role == "llm" else (tr.raw.strip(), "")
+    if not cleaned:  # greedy decoding would give the same empty text again: not retried
+        return Row(text, lang, tcfg, raw=tr.raw, removed=removed, status="failed",
+                   error="empty translation after cleanup", retry=tcfg.temperature > 0,
+                   **base)  # fmt: skip
+    return Row(text, lang, tcfg, raw=tr.raw, text=cleaned, removed=removed, **base)
+
+
+def _translate_one(
+    store: TranslationStore,
+    tcfg: TranslatorConfig,
+    by_lang: dict[str, list[str]],
+    tc: TranslationConfig,
+    stats: dict[str, Any],
+    progress: tqdm,
+) -> None:
+    """Generate the missing rows of one translator; failures are recorded, never raised."""
+    todo = {lang: store.missing(texts, lang, tcfg) for lang, texts in by_lang.items()}
+    total_unique = sum(len(dict.fromkeys(t)) for t in by_lang.values())
+    n_todo = sum(len(v) for v in todo.values())
+    stats["reused"] = total_unique - n_todo
+    progress.update(stats["reused"])
+    if n_todo == 0:
+        return
+    t0 = time.perf_counter()
+    try:
+        backend = build_translator(tcfg)
+        load_error = None
+    except Exception as e:
+        backend, load_error = None, f"translator failed to load: {type(e).__name__}: {e}"
+        log.error("%s: %s", tcfg.name, load_error)
+    chunk = max(tc.commit_every, tcfg.batch_size)
+    for lang, texts in todo.items():
+        for i in range(0, len(texts), chunk):
+            part = texts[i : i + chunk]
+            rows: list[Row] = []
+            gen: list[tuple[int, str]] = []  # (index in part, text fed to the model)
+            for j, text in enumerate(part):
+                if not text.strip():
+                    rows.append(Row(text, lang, tcfg, status="failed", error=EMPTY_SOURCE))
+                    continue
+                fed, truncated = check_source(text, tc.source_max_chars)
+                if truncated:
+                    log.warning(
+                        "%s: source of %d chars truncated to %d (source_max_chars)",
+                        tcfg.name, len(text), len(fed),
+                    )  # fmt: skip
+                gen.append((j, fed))
+            outs: list[Translation | str | None] = []
+            if gen:
+                if backend is None:
+                    outs = [None] * len(gen)
+                else:
+                    try:
+                        outs = backend.translate([g[1] for g in gen], lang)
+                    except Exception as e:
+                        log.error("%s failed on a chunk: %s", tcfg.name, e)
+                        outs = [f"{type(e).__name__}: {e}"] * len(gen)
+            rows += [
+                _row(part[j], fed, tr, lang, tcfg, load_error) for (j, fed), tr in zip(gen, outs)
+            ]
+            store.write_rows(rows)
+            stats["failed"] += sum(r.status == "failed" for r in rows)
+            stats["generated"] += sum(r.status == "ok" for r in rows)
+            stats["truncated"] += sum(r.truncated for r in rows)
+            progress.update(len(part))
+    stats["seconds"] = round(time.perf_counter() - t0, 3)
+    done = stats["generated"] + stats["failed"]
+    stats["texts_per_s"] = round(done / max(stats["seconds"], 1e-9), 3)
+
+
+def _score(
+    store: TranslationStore,
+    tc: TranslationConfig,
+    translators: list[TranslatorConfig],
+    by_lang: dict[str, list[str]],
+) -> dict[str, Any]:
+    """Run the critic on ok rows it has not scored yet; returns its stats."""
+    stats: dict[str, Any] = {"kind": tc.critic.kind, "scored": 0, "failed": 0, "seconds": 0.0}
+    if tc.critic.kind == "none":
+        return stats
+    cid = critic_id(tc.critic)
+    todo = [
+        (lang, item)
+        for t in translators
+        for lang, texts in by_lang.items()
+        for item in store.needs_critic(texts, lang, t, cid)
+    ]
+    if not todo:
+        return stats
+    t0 = time.perf_counter()
+    critic = build_critic(tc.critic)
+    chunk = max(tc.commit_every, tc.critic.batch_size)
+    with tqdm(total=len(todo), desc="critic", unit="pair") as bar:
+        for i in range(0, len(todo), chunk):
+            part = todo[i : i + chunk]
+            updates = []
+            for lang in dict.fromkeys(lang for lang, _ in part):
+                items = [it for lg, it in part if lg == lang]
+                srcs = [check_source(it[1], tc.source_max_chars)[0] for it in items]
+                results = critic.score(srcs, [it[2] for it in items], lang)
+                for (key, _, _), r in zip(items, results):
+                    s = r.scores or (None, None, None)
+                    updates.append((key, {
+                        "semantic": s[0], "emotional": s[1], "pragmatic": s[2],
+                        "critic_id": cid, "critic_status": "ok" if r.ok else "failed",
+                        "critic_raw": r.raw, "critic_error": r.error,
+                        "critic_seconds": r.seconds,
+                    }))  # fmt: skip
+                    stats["scored" if r.ok else "failed"] += 1
+            store.write_scores(updates)
+            bar.update(len(part))
+    stats["seconds"] = round(time.perf_counter() - t0, 3)
+    return stats
+
+
+def fill_store(
+    cfg: RunConfig, sources: Any, store: TranslationStore | None = None
+) -> dict[str, Any]:
+    """Make sure every source has its pass@k candidates and critic scores; returns a summary.
+
+    ``sources``: Records (``.text``, ``.lang``), (text, lang) pairs or {lang: [texts]}.
+    """
+    tc = cfg.translation
+    by_lang = group_sources(sources)
+    for lang in by_lang:
+        language_name(lang)  # unknown code -> clear error before any work
+    own = store is None
+    store = store or TranslationStore(store_path(cfg), commit_every=tc.commit_every)
+    t0 = time.perf_counter()
+    active = tc.active_translators()
+    summary: dict[str, Any] = {"translators": {}, "store": str(store.path)}
+    n_unique = sum(len(dict.fromkeys(t)) for t in by_lang.values())
+    try:
+        for tcfg in active:
+            stats = _new_stats()
+            summary["translators"][tcfg.name] = stats
+            if tcfg.kind == "reference":
+                miss = sum(len(store.missing(t, lg, tcfg)) for lg, t in by_lang.items())
+                stats.update(reused=n_unique - miss, missing=miss)
+                if miss:
+                    log.info(
+                        "%d sources have no %r translation (expected for held-out sources; "
+                        "import others with `lira translate CONFIG --import FILE --translator %s`)",
+                        miss, tcfg.name, tcfg.name,
+                    )  # fmt: skip
+                continue
+            with tqdm(total=n_unique, desc=f"translate[{tcfg.name}]", unit="text") as bar:
+                _translate_one(store, tcfg, by_lang, tc, stats, bar)
+        summary["critic"] = _score(store, tc, active, by_lang)
+    finally:
+        if own:
+            store.close()
+    summary["sources"] = n_unique
+    summary["generated"] = sum(s["generated"] for s in summary["translators"].values())
+    summary["reused"] = sum(s["reused"] for s in summary["translators"].values())
+    summary["failed"] = sum(s["failed"] for s in summary["translators"].values())
+    summary["seconds"] = round(time.perf_counter() - t0, 3)
+    return summary
+
+
+def xquad_references(splits: Any) -> list[tuple[str, str, str, str]]:
+    """(source, lang, English original, id) of XQuAD-R *training* questions.
+
+    XQuAD-R questions are human translations of the same English questions, so the English
+    original is a gold "translation". Only training sources get one: held-out queries must
+    never see their English original.
+    """
+    from lira.data.xquad_r import plain_qid
+
+    ds = getattr(splits, "dataset", None)
+    if ds is None or "en" not in ds.languages:
+        return []
+    out = []
+    for rec in splits.train_sources:
+        qid = plain_qid(rec.id)
+        try:
+            out.append((rec.text, rec.lang, ds.question("en", qid).text, rec.id))
+        except KeyError:
+            continue
+    return out
+
+
+def _fill_references(cfg: RunConfig, splits: Any) -> int:
+    """Give every active ``reference`` translator XQuAD-R's English originals where missing."""
+    refs = [t for t in cfg.translation.active_translators() if t.kind == "reference"]
+    items = xquad_references(splits) if refs else []
+    if not items:
+        return 0
+    n = 0
+    with TranslationStore(store_path(cfg), cfg.translation.commit_every) as store:
+        for t in refs:
+            todo = []
+            for lang in dict.fromkeys(it[1] for it in items):
+                miss = set(store.missing([it[0] for it in items if it[1] == lang], lang, t))
+                todo += [it for it in items if it[1] == lang and it[0] in miss]
+            n += store.add_reference(t, todo)
+            log.info(
+                "%s: stored %d XQuAD-R English originals (train sources only)", t.name, len(todo)
+            )
+    return n
+
+
+def run_translate(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
+    """``lira translate CONFIG [--import FILE --translator NAME]``; writes translate_summary.json."""
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    import_file = getattr(args, "import_file", None) if args is not None else None
+    if import_file:
+        name = getattr(args, "translator", None)
+        if not Path(import_file).is_file():
+            raise FileNotFoundError(f"--import file {import_file!r} does not exist")
+        refs = [t.name for t in cfg.translation.active_translators() if t.kind == "reference"]
+        if name and name not in refs:
+            log.warning(
+                "translator %r is not an active `kind: reference` translator of this config "
+                "(those are %s); its candidates will not be used until it is added",
+                name, refs,
+            )  # fmt: skip
+        t0 = time.perf_counter()
+        with TranslationStore(store_path(cfg), cfg.translation.commit_every) as store:
+            n = store.import_jsonl(import_file, name)
+        summary: dict[str, Any] = {
+            "imported": n,
+            "file": str(import_file),
+            "translator": name,
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
+        print(f"imported {n} translations from {import_file} into {store_path(cfg)}")
+        return summary
+    from lira.data.splits import load_splits
+
+    splits = load_splits(cfg.data)
+    _fill_references(cfg, splits)
+    summary = fill_store(cfg, list(splits.train_sources) + list(splits.eval_sources))
+    (out / "translate_summary.json").write_text(json.dumps(summary, indent=2))
+    log.info(
+        "translate: %d generated, %d reused, %d failed in %.1fs",
+        summary["generated"], summary["reused"], summary["failed"], summary["seconds"],
+    )  # fmt: skip
+    return summary
+
+
+def sources_from_texts(texts: Iterable[str], lang: str) -> dict[str, list[str]]:
+    """{lang: texts} — the simplest ``sources`` argument of :func:`fill_store`."""
+    return {lang: list(texts)}

@@ -1,0 +1,357 @@
+"""The translator pool's backends: transformers, vLLM offline engine, OpenAI-compatible server.
+
+Every backend turns a list of source texts (one language) into a list of
+:class:`Translation` — the raw output or a recorded error — and never raises for one bad
+text: a text that fails (exception, timeout) becomes a failed :class:`Translation` while the
+rest of the batch goes on. The prompt is the paper's translation prompt
+(:mod:`lira.prompts`, App. C.2) for LLMs; seq2seq MT models get the bare source with their
+source/target language codes (``lang_codes``: NLLB ``deu_Latn``, M2M100 ``de``).
+
+Decisions: the vLLM engine is cached per (model, tensor-parallel size) so a translator and a
+critic on the same model share one engine; vLLM sizing for small machines comes from the
+``LIRA_VLLM_*`` environment variables (see :func:`vllm_engine`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from lira.config import TranslatorConfig
+from lira.prompts import translation_prompt
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Translation:
+    """One translator output: the raw text, or the error that prevented it."""
+
+    raw: str | None
+    error: str | None = None
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when a text was produced."""
+        return self.error is None and self.raw is not None
+
+
+def resolve(ref: str) -> str:
+    """A model reference (``demo:<name>``, hub id or folder) as a loadable path."""
+    if ref.startswith("demo:"):
+        from lira.demo import resolve_model
+
+        return resolve_model(ref, os.environ.get("LIRA_CACHE", ""))
+    return ref
+
+
+def torch_dtype(device: str) -> Any:
+    """float32 on CPU (bf16 matmuls are slow there), the checkpoint's own dtype on GPU."""
+    import torch
+
+    return torch.float32 if device == "cpu" else "auto"
+
+
+def chat_messages(prompt: str) -> list[dict[str, str]]:
+    """A single-turn chat with the user message ``prompt``."""
+    return [{"role": "user", "content": prompt}]
+
+
+def _per_item(fn: Callable[[list[str]], list[str]], texts: list[str]) -> list[Translation]:
+    """Run ``fn`` on the batch; if it raises, retry text by text so one bad text fails alone."""
+    t0 = time.perf_counter()
+    try:
+        outs = fn(texts)
+        dt = (time.perf_counter() - t0) / max(len(texts), 1)
+        return [Translation(o, None, dt) for o in outs]
+    except Exception as e:  # one failure must not sink the batch
+        if len(texts) == 1:
+            return [Translation(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0)]
+        log.warning("batch of %d failed (%s); retrying one by one", len(texts), e)
+        return [r for t in texts for r in _per_item(fn, [t])]
+
+
+# ------------------------------------------------------------------------------ transformers
+class TransformersTranslator:
+    """Local ``generate``: seq2seq MT (Marian, M2M100, NLLB) or a causal LM with chat template."""
+
+    def __init__(self, cfg: TranslatorConfig, device: str | None = None) -> None:
+        import torch
+        from transformers import AutoConfig, AutoTokenizer
+
+        self.cfg = cfg
+        self.path = resolve(cfg.model)
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.dtype = torch_dtype(self.device)
+        config = AutoConfig.from_pretrained(self.path)
+        self.seq2seq = bool(getattr(config, "is_encoder_decoder", False))
+        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
+        if self.seq2seq:
+            from transformers import AutoModelForSeq2SeqLM
+
+            self.model = AutoModelForSeq2SeqLM.from_pretrained(self.path, dtype=self.dtype)
+        else:
+            from transformers import AutoModelForCausalLM
+
+            self.tokenizer.padding_side = "left"
+            if self.tokenizer.pad_token is None:
+                self.tokenizer.pad_token = self.tokenizer.eos_token
+            self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype)
+        self.model.to(self.device).eval()
+        limit = getattr(self.tokenizer, "model_max_length", 0) or 0
+        self.max_input_tokens = limit if 0 < limit < 100_000 else 1024
+
+    def _code(self, lang: str) -> str:
+        codes = self.cfg.lang_codes
+        if codes and lang not in codes:
+            raise ValueError(
+                f"translator {self.cfg.name!r} has no language code for {lang!r}; known codes: "
+                f"{sorted(codes)} (add it to lang_codes)"
+            )
+        return codes.get(lang, lang)
+
+    def seq2seq_codes(self, lang: str) -> tuple[str | None, int | None]:
+        """(tokenizer ``src_lang`` for ``lang``, forced BOS id of English) for MT models.
+
+        From ``lang_codes`` (NLLB ``deu_Latn``/``eng_Latn``, M2M100 ``de``/``en``); (None, None)
+        when the config gives no codes (Marian/OPUS-MT xx->en needs none).
+        """
+        if not self.cfg.lang_codes:
+            return None, None
+        tok = self.tokenizer
+        src = self._code(lang) if hasattr(tok, "src_lang") else None
+        tgt = self.cfg.lang_codes.get("en", "")
+        if not tgt:
+            return src, None
+        bos = (
+            tok.get_lang_id(tgt) if hasattr(tok, "get_lang_id") else tok.convert_tokens_to_ids(tgt)
+        )
+        if bos is None or bos == tok.unk_token_id:
+            raise ValueError(
+                f"translator {self.cfg.name!r}: target code {tgt!r} (lang_codes['en']) is not a "
+                "token of this tokenizer; use the model's code for English (NLLB: eng_Latn)"
+            )
+        return src, bos
+
+    def _gen_kwargs(self) -> dict[str, Any]:
+        kw: dict[str, Any] = {"max_new_tokens": self.cfg.max_new_tokens}
+        if self.cfg.temperature > 0:
+            kw.update(do_sample=True, temperature=self.cfg.temperature, top_p=self.cfg.top_p)
+        else:
+            kw.update(do_sample=False)
+        return kw
+
+    def _generate(self, texts: list[str], lang: str) -> list[str]:
+        import torch
+
+        tok = self.tokenizer
+        kw = self._gen_kwargs()
+        if self.seq2seq:
+            src, bos = self.seq2seq_codes(lang)
+            if src is not None:
+                tok.src_lang = src
+            enc = tok(
+                texts, return_tensors="pt", padding=True, truncation=True,
+                max_length=self.max_input_tokens,
+            ).to(self.device)  # fmt: skip
+            if bos is not None:
+                kw["forced_bos_token_id"] = bos
+            with torch.no_grad():
+                out = self.model.generate(**enc, **kw)
+            return tok.batch_decode(out, skip_special_tokens=True)
+        prompts = [
+            tok.apply_chat_template(
+                chat_messages(translation_prompt(t, lang, self.cfg.prompt_version)),
+                tokenize=False,
+                add_generation_prompt=True,
+            )
+            for t in texts
+        ]
+        # no token truncation here: it would cut the chat template's generation prompt; sources
+        # are already capped by source_max_chars (a prompt too long for the model fails alone)
+        enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+        enc = enc.to(self.device)
+        with torch.no_grad():
+            out = self.model.generate(**enc, **kw, pad_token_id=tok.pad_token_id)
+        return tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+
+    def translate(self, texts: Sequence[str], lang: str) -> list[Translation]:
+        """Translate ``texts`` (language ``lang``) to English in batches of ``batch_size``."""
+        if self.seq2seq:
+            self._code(lang)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # less padding per batch
+        out: list[Translation | None] = [None] * len(texts)
+        bs = self.cfg.batch_size
+        for i in range(0, len(order), bs):
+            idx = order[i : i + bs]
+            for j, r in zip(
+                idx, _per_item(lambda b: self._generate(b, lang), [texts[j] for j in idx])
+            ):
+                out[j] = r
+        return out  # type: ignore[return-value]
+
+
+# ------------------------------------------------------------------------------ vLLM
+_ENGINES: dict[tuple[str, int], Any] = {}
+
+
+def vllm_engine(model: str, tensor_parallel_size: int = 1) -> Any:
+    """A cached ``vllm.LLM`` for ``model`` (sizing from ``LIRA_VLLM_*`` environment variables).
+
+    ``LIRA_VLLM_MAX_MODEL_LEN`` (default 2048), ``LIRA_VLLM_MAX_NUM_SEQS`` (default 64),
+    ``LIRA_VLLM_ENFORCE_EAGER`` (default 0), ``LIRA_VLLM_DTYPE`` (default auto),
+    ``LIRA_VLLM_GPU_MEMORY_UTILIZATION`` (default 0.85).
+    """
+    path = resolve(model)
+    key = (path, tensor_parallel_size)
+    if key not in _ENGINES:
+        from vllm import LLM
+
+        env = os.environ.get
+        _ENGINES[key] = LLM(
+            model=path,
+            tensor_parallel_size=tensor_parallel_size,
+            dtype=env("LIRA_VLLM_DTYPE", "auto"),
+            max_model_len=int(env("LIRA_VLLM_MAX_MODEL_LEN", "2048")),
+            max_num_seqs=int(env("LIRA_VLLM_MAX_NUM_SEQS", "64")),
+            enforce_eager=env("LIRA_VLLM_ENFORCE_EAGER", "0") == "1",
+            gpu_memory_utilization=float(env("LIRA_VLLM_GPU_MEMORY_UTILIZATION", "0.85")),
+        )
+    return _ENGINES[key]
+
+
+class VLLMTranslator:
+    """vLLM offline engine: one batched ``llm.chat`` over all pending texts."""
+
+    def __init__(self, cfg: TranslatorConfig) -> None:
+        self.cfg = cfg
+        self.llm = vllm_engine(cfg.model, cfg.tensor_parallel_size)
+
+    def _generate(self, texts: list[str], lang: str) -> list[str]:
+        from vllm import SamplingParams
+
+        params = SamplingParams(
+            temperature=self.cfg.temperature,
+            top_p=self.cfg.top_p if self.cfg.temperature > 0 else 1.0,
+            max_tokens=self.cfg.max_new_tokens,
+        )
+        msgs = [chat_messages(translation_prompt(t, lang, self.cfg.prompt_version)) for t in texts]
+        outs = self.llm.chat(msgs, params, use_tqdm=False)
+        return [o.outputs[0].text for o in outs]
+
+    def translate(self, texts: Sequence[str], lang: str) -> list[Translation]:
+        """Translate all ``texts`` in one engine call (continuous batching inside vLLM)."""
+        return _per_item(lambda b: self._generate(b, lang), list(texts))
+
+
+# ------------------------------------------------------------------------------ OpenAI API
+class ChatClient:
+    """Chat completions against an OpenAI-compatible server, with timeout and retries.
+
+    Uses the ``openai`` package when installed, else ``urllib``. Retries use exponential
+    backoff with jitter (0.5 s, 1 s, 2 s, …); the last error is raised.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = os.environ.get(api_key_env, "") or "EMPTY"
+        self.timeout_s = timeout_s
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        try:
+            import openai
+
+            self._client = openai.OpenAI(
+                base_url=self.base_url, api_key=self.api_key, timeout=timeout_s, max_retries=0
+            )
+        except ImportError:
+            self._client = None
+
+    def _once(self, messages: list[dict[str, str]], **kw: Any) -> str:
+        if self._client is not None:
+            r = self._client.chat.completions.create(model=self.model, messages=messages, **kw)
+            return r.choices[0].message.content or ""
+        body = json.dumps({"model": self.model, "messages": messages, **kw}).encode()
+        req = urllib.request.Request(
+            f"{self.base_url}/chat/completions",
+            data=body,
+            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"},
+        )
+        with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            data = json.loads(resp.read())
+        return data["choices"][0]["message"]["content"] or ""
+
+    def complete(self, messages: list[dict[str, str]], **kw: Any) -> str:
+        """The assistant's reply; retried ``max_retries`` times with exponential backoff."""
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self._once(messages, **kw)
+            except Exception as e:
+                if attempt == self.max_retries:
+                    raise
+                wait = self.backoff_s * 2**attempt * (1 + 0.1 * random.random())
+                log.warning("%s: %s; retry %d in %.1fs", self.base_url, e, attempt + 1, wait)
+                time.sleep(wait)
+        raise AssertionError("unreachable")
+
+
+class OpenAITranslator:
+    """Any OpenAI-compatible server (vLLM, SGLang, TGI…) with bounded concurrency."""
+
+    def __init__(self, cfg: TranslatorConfig) -> None:
+        self.cfg = cfg
+        self.client = ChatClient(
+            cfg.base_url, cfg.model, cfg.api_key_env, cfg.timeout_s, cfg.max_retries
+        )
+
+    def _one(self, text: str, lang: str) -> Translation:
+        t0 = time.perf_counter()
+        kw: dict[str, Any] = {
+            "temperature": self.cfg.temperature,
+            "max_tokens": self.cfg.max_new_tokens,
+        }
+        if self.cfg.temperature > 0:
+            kw["top_p"] = self.cfg.top_p
+        try:
+            msgs = chat_messages(translation_prompt(text, lang, self.cfg.prompt_version))
+            return Translation(self.client.complete(msgs, **kw), None, time.perf_counter() - t0)
+        except Exception as e:
+            return Translation(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0)
+
+    def translate(self, texts: Sequence[str], lang: str) -> list[Translation]:
+        """Translate ``texts`` with at most ``max_concurrency`` requests in flight."""
+        with ThreadPoolExecutor(max_workers=self.cfg.max_concurrency) as pool:
+            return list(pool.map(lambda t: self._one(t, lang), texts))
+
+
+def build_translator(cfg: TranslatorConfig) -> Any:
+    """The backend object for ``cfg.kind`` (``reference`` translators are never built)."""
+    if cfg.kind == "transformers":
+        return TransformersTranslator(cfg)
+    if cfg.kind == "vllm":
+        return VLLMTranslator(cfg)
+    if cfg.kind == "openai":
+        return OpenAITranslator(cfg)
+    raise ValueError(
+        f"translator {cfg.name!r} has kind={cfg.kind!r}, which is never generated; "
+        "fill it with `lira translate CONFIG --import FILE --translator NAME`"
+    )

@@ -1,0 +1,37 @@
+"""Fixtures of the translation tests: demo model folders and small store configs.
+
+``LIRA_TEST_LM`` / ``LIRA_TEST_MT`` point the tests at other local folders (a causal LM with a
+chat template / a seq2seq MT model) instead of ``demo:qwen3-lm`` / ``demo:marian``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+def _resolve(request: pytest.FixtureRequest, env: str, ref: str) -> str:
+    if os.environ.get(env):
+        return os.environ[env]
+    try:
+        from lira.demo import resolve_model
+    except ImportError as e:
+        pytest.skip(f"lira.demo is not available ({e}); set {env} to a local model folder")
+    try:
+        cache = str(request.getfixturevalue("demo_cache"))
+    except pytest.FixtureLookupError:
+        cache = os.environ.get("LIRA_CACHE", "")
+    return resolve_model(ref, cache)
+
+
+@pytest.fixture(scope="session")
+def lm_path(request: pytest.FixtureRequest) -> str:
+    """A tiny causal LM with a chat template (demo:qwen3-lm)."""
+    return _resolve(request, "LIRA_TEST_LM", "demo:qwen3-lm")
+
+
+@pytest.fixture(scope="session")
+def mt_path(request: pytest.FixtureRequest) -> str:
+    """A tiny seq2seq MT model (demo:marian)."""
+    return _resolve(request, "LIRA_TEST_MT", "demo:marian")
