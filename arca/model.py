@@ -1,0 +1,362 @@
+"""``ArcaModel``: encoder g + shared Adaptor + Actor, with the frozen backbone h beside it.
+
+Paper 004 §4.1: E_lr = mean_s A(P_S(g_tok(x))) and E_en = mean_s A(P_S(h_tok(y))) (Eq. 3-4),
+the Actor picks one English candidate per source from c_k = [s_k, e_k, p_k, sim_k] (Eq. 6).
+
+Checkpoint folder (``save_pretrained`` / :func:`load_arca`), readable without the trainer::
+
+    arca_config.json     format, the models + arca config sections, d_g, d_h, encoder mode
+    adaptor.safetensors  Adaptor weights
+    actor.safetensors    Actor weights
+    encoder/             full fine-tune: HF save_pretrained folder of g (+ tokenizer)
+                         LoRA: peft adapter folder (base = models.encoder)
+                         frozen encoder: absent (g is reloaded from models.encoder)
+
+The backbone h is a reference (models.backbone), never copied, and is not a submodule: it is
+neither saved with the Arca weights nor wrapped by DDP.
+
+Missing critic scores (``Candidate.scores is None``: critic failed or disabled; or non-finite)
+are replaced by the neutral mid-scale value 5.5 on all three axes, in features and reward.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
+from torch import Tensor, nn
+
+from arca.actor import Actor
+from arca.adaptor import Adaptor
+from arca.pooling import temporal_pool
+from lira.config import ArcaConfig, ModelsConfig, from_dict, to_dict
+from lira.translation.types import Candidate
+
+log = logging.getLogger(__name__)
+
+FORMAT = "arca-v1"
+CONFIG_NAME = "arca_config.json"
+NEUTRAL_SCORE = 5.5
+
+
+def candidate_scores(cand: Candidate) -> tuple[float, float, float]:
+    """Critic (s, e, p) of a candidate; the neutral 5.5 when the critic gave none (or NaN)."""
+    if cand.scores is None or not all(math.isfinite(float(v)) for v in cand.scores):
+        return (NEUTRAL_SCORE,) * 3
+    return tuple(float(v) for v in cand.scores)  # type: ignore[return-value]
+
+
+def pad_candidates(
+    candidates: Sequence[Sequence[Candidate]],
+) -> tuple[Tensor, Tensor, list[str], Tensor]:
+    """Flatten per-source candidate lists into padded tensors.
+
+    Returns scores [B, K, 3], mask [B, K], the N candidate texts in row order, and slot [N]
+    (flat index b * K + k of each text).
+    """
+    k_max = max((len(c) for c in candidates), default=0)
+    b = len(candidates)
+    scores = torch.full((b, max(k_max, 1), 3), NEUTRAL_SCORE)
+    mask = torch.zeros(b, max(k_max, 1), dtype=torch.bool)
+    texts: list[str] = []
+    slot: list[int] = []
+    for i, cands in enumerate(candidates):
+        for k, c in enumerate(cands):
+            scores[i, k] = torch.tensor(candidate_scores(c))
+            mask[i, k] = True
+            texts.append(c.text)
+            slot.append(i * max(k_max, 1) + k)
+    return scores, mask, texts, torch.tensor(slot, dtype=torch.long)
+
+
+class ArcaModel(nn.Module):
+    """g + Adaptor + Actor (trainable) with a frozen backbone h for the English path."""
+
+    def __init__(
+        self,
+        encoder: nn.Module,
+        adaptor: Adaptor,
+        actor: Actor,
+        arca_cfg: ArcaConfig,
+        models_cfg: ModelsConfig,
+        backbone: Any = None,
+    ) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.adaptor = adaptor
+        self.actor = actor
+        self.arca_cfg = arca_cfg
+        self.models_cfg = models_cfg
+        object.__setattr__(self, "backbone", backbone)  # not a submodule (frozen, not saved)
+        self.nan_guards = 0
+        """Token streams in which non-finite values were replaced (torch.nan_to_num)."""
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_config(
+        cls,
+        models_cfg: ModelsConfig,
+        arca_cfg: ArcaConfig,
+        backbone: Any = None,
+        encoder: nn.Module | None = None,
+    ) -> ArcaModel:
+        """A fresh (untrained) Adaptor and Actor around g (loaded unless given) and h."""
+        if backbone is None or encoder is None:
+            from lira.models import load_backbone, load_encoder
+
+            backbone = backbone if backbone is not None else load_backbone(models_cfg)
+            encoder = encoder if encoder is not None else load_encoder(models_cfg)
+        adaptor = Adaptor(int(encoder.dim), int(backbone.dim), arca_cfg.adaptor_hidden)
+        return cls(encoder, adaptor, Actor(), arca_cfg, models_cfg, backbone)
+
+    @property
+    def dim(self) -> int:
+        """Dimension d of E_lr / E_en (= d_h)."""
+        return self.adaptor.dim
+
+    @property
+    def pool_size(self) -> int:
+        """S, the temporal-pooling bins."""
+        return self.arca_cfg.pool_size
+
+    def _device(self) -> torch.device:
+        return next(self.adaptor.parameters()).device
+
+    def _guard(self, tokens: Tensor) -> Tensor:
+        if not bool(torch.isfinite(tokens).all()):
+            self.nan_guards += 1
+            log.warning("non-finite values in a token stream; replaced by torch.nan_to_num")
+            tokens = torch.nan_to_num(tokens, nan=0.0, posinf=0.0, neginf=0.0)
+        return tokens
+
+    # ------------------------------------------------------------------ paths
+    def pooled_sources(self, texts: Sequence[str]) -> Tensor:
+        """G(x) = P_S(g_tok(x)): [B, S, d_g] (differentiable through g)."""
+        tokens, mask = self.encoder(list(texts))  # [B, L, d_g], [B, L]
+        dev = self._device()
+        tokens = self._guard(tokens.to(dev).float())
+        return temporal_pool(tokens, mask.to(dev), self.pool_size)
+
+    @torch.no_grad()
+    def pooled_english(self, texts: Sequence[str]) -> Tensor:
+        """H(y) = P_S(h_tok(y)) on the configured backbone stream: [N, S, d_h] (no grad)."""
+        if self.backbone is None:
+            raise RuntimeError("this ArcaModel has no backbone; pass backbone= when loading it")
+        tokens, mask = self.backbone.token_stream(list(texts), stream=self.arca_cfg.backbone_stream)
+        dev = self._device()
+        tokens = self._guard(tokens.detach().to(dev).float())
+        return temporal_pool(tokens, mask.to(dev), self.pool_size)
+
+    def forward(
+        self,
+        texts: Sequence[str],
+        en_pooled: Tensor,
+        scores: Tensor,
+        mask: Tensor,
+        slot: Tensor,
+        use_llm_critic: bool = True,
+        use_embedding_critic: bool = True,
+    ) -> dict[str, Tensor]:
+        """One Arca pass (all trainable computation, so DDP sees it).
+
+        texts: B sources; en_pooled: [N, S, d_h] pooled candidates; scores: [B, K, 3];
+        mask: [B, K]; slot: [N] flat index b*K+k of each candidate. Returns e_lr [B, d],
+        e_en [B, K, d], sim [B, K] (detached) and logits [B, K].
+        """
+        b, k = mask.shape
+        e_lr = self.adaptor.embed_g(self.pooled_sources(texts))  # [B, d]
+        e_flat = self.adaptor.embed_h(en_pooled)  # [N, d]
+        e_en = e_flat.new_zeros(b * k, e_flat.shape[-1]).index_copy(
+            0, slot.to(e_flat.device), e_flat
+        )
+        e_en = e_en.view(b, k, -1)  # [B, K, d]
+        sim = F.cosine_similarity(e_lr.detach().unsqueeze(1), e_en.detach(), dim=-1)  # [B, K]
+        feats = self.features(scores.to(e_lr.device), sim, use_llm_critic, use_embedding_critic)
+        logits = self.actor(feats, mask.to(e_lr.device))  # [B, K]
+        return {"e_lr": e_lr, "e_en": e_en, "sim": sim, "logits": logits}
+
+    @staticmethod
+    def features(
+        scores: Tensor, sim: Tensor, use_llm_critic: bool = True, use_embedding_critic: bool = True
+    ) -> Tensor:
+        """c_k = [s_k, e_k, p_k, sim_k] (Eq. 6): [B, K, 3], [B, K] -> [B, K, 4].
+
+        Ablations (paper Table 5): without the LLM critic the scores are the neutral 5.5,
+        without the embedding critic sim is 0.
+        """
+        if not use_llm_critic:
+            scores = torch.full_like(scores, NEUTRAL_SCORE)
+        if not use_embedding_critic:
+            sim = torch.zeros_like(sim)
+        return torch.cat([scores, sim.unsqueeze(-1)], dim=-1)
+
+    # ------------------------------------------------------------------ inference
+    @torch.no_grad()
+    def bins_lr(self, texts: Sequence[str], batch_size: int = 32) -> Tensor:
+        """A(G(x)) per bin: [N, S, d] (e.g. soft tokens for a frozen LLM)."""
+        out = [
+            self.adaptor.bins_g(self.pooled_sources(texts[i : i + batch_size])).float().cpu()
+            for i in range(0, len(texts), batch_size)
+        ]
+        return torch.cat(out) if out else torch.zeros(0, self.pool_size, self.dim)
+
+    @torch.no_grad()
+    def embed_lr(self, texts: Sequence[str], batch_size: int = 32) -> Tensor:
+        """E_lr = mean_s A(G(x)): [N, d] (not normalised)."""
+        return self.bins_lr(list(texts), batch_size).mean(dim=1)
+
+    @torch.no_grad()
+    def embed_en(self, texts: Sequence[str], batch_size: int = 32) -> Tensor:
+        """E_en = mean_s A(H(y)) through the backbone token stream: [N, d] (not normalised)."""
+        texts = list(texts)
+        out = [
+            self.adaptor.embed_h(self.pooled_english(texts[i : i + batch_size])).float().cpu()
+            for i in range(0, len(texts), batch_size)
+        ]
+        return torch.cat(out) if out else torch.zeros(0, self.dim)
+
+    @torch.no_grad()
+    def select(
+        self,
+        texts: Sequence[str] | Tensor,
+        candidates: Sequence[Sequence[Candidate]] | Tensor | None = None,
+        use_llm_critic: bool = True,
+        use_embedding_critic: bool = True,
+    ) -> list[int] | Tensor:
+        """Arg-max candidate per source (evaluation).
+
+        ``select(features [B, K, 4] or [K, 4], mask=None)`` -> index tensor, or
+        ``select(texts, candidates)`` -> one index per source (every source needs >= 1 candidate).
+        """
+        if isinstance(texts, Tensor):
+            feats = texts.to(self._device())
+            mask = candidates if isinstance(candidates, Tensor) else None
+            return self.actor.select(feats, None if mask is None else mask.to(feats.device))
+        texts = list(texts)
+        if candidates is None or len(candidates) != len(texts):
+            raise ValueError("select(texts, candidates) needs one candidate list per text")
+        empty = [i for i, c in enumerate(candidates) if not c]
+        if empty:
+            raise ValueError(f"sources {empty[:5]} have no candidate; drop them before select")
+        if not texts:
+            return []
+        scores, mask, cand_texts, slot = pad_candidates(candidates)
+        out = self(
+            texts,
+            self.pooled_english(cand_texts),
+            scores,
+            mask,
+            slot,
+            use_llm_critic,
+            use_embedding_critic,
+        )
+        return out["logits"].argmax(dim=-1).tolist()
+
+    # ------------------------------------------------------------------ persistence
+    def encoder_mode(self) -> str:
+        """full | lora | frozen: how g's weights are stored."""
+        if _is_peft(getattr(self.encoder, "model", None)):
+            return "lora"
+        return "full" if self.arca_cfg.train_encoder else "frozen"
+
+    def save_pretrained(self, path: str | Path) -> None:
+        """Write the self-describing folder of the module docstring (call from the main process)."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        mode = self.encoder_mode()
+        meta = {
+            "format": FORMAT,
+            "models": to_dict(self.models_cfg),
+            "arca": to_dict(self.arca_cfg),
+            "d_g": self.adaptor.d_g,
+            "d_h": self.adaptor.d_h,
+            "encoder_mode": mode,
+        }
+        (path / CONFIG_NAME).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+        save_file(_state(self.adaptor), str(path / "adaptor.safetensors"))
+        save_file(_state(self.actor), str(path / "actor.safetensors"))
+        if mode in ("full", "lora"):
+            self.encoder.model.save_pretrained(str(path / "encoder"))
+            tok = getattr(self.encoder, "tokenizer", None)
+            if mode == "full" and tok is not None:
+                tok.save_pretrained(str(path / "encoder"))
+
+    def load_weights(self, path: str | Path) -> None:
+        """Load Adaptor, Actor and (full or LoRA) encoder weights from a saved folder in place."""
+        path = Path(path)
+        self.adaptor.load_state_dict(load_file(str(path / "adaptor.safetensors")))
+        self.actor.load_state_dict(load_file(str(path / "actor.safetensors")))
+        mode = self.encoder_mode()
+        if mode == "lora":
+            from peft import set_peft_model_state_dict
+
+            set_peft_model_state_dict(
+                self.encoder.model, load_file(str(path / "encoder" / "adapter_model.safetensors"))
+            )
+        elif mode == "full":
+            fresh = type(self.encoder.model).from_pretrained(str(path / "encoder"))
+            self.encoder.model.load_state_dict(fresh.state_dict())
+
+    @classmethod
+    def from_pretrained(
+        cls, path: str | Path, backbone: Any = None, load_backbone_model: bool = True
+    ) -> ArcaModel:
+        """Load a folder written by :meth:`save_pretrained`."""
+        from lira.models import load_backbone, load_encoder
+
+        path = Path(path)
+        cfg_file = path / CONFIG_NAME
+        if not cfg_file.is_file():
+            raise FileNotFoundError(
+                f"{path} is not an Arca checkpoint (no {CONFIG_NAME}); train one with `lira arca`"
+            )
+        meta = json.loads(cfg_file.read_text(encoding="utf-8"))
+        if meta.get("format") != FORMAT:
+            raise ValueError(
+                f"{cfg_file}: unknown format {meta.get('format')!r}, expected {FORMAT}"
+            )
+        models_cfg = from_dict(ModelsConfig, meta["models"], "models")
+        arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
+        mode = meta["encoder_mode"]
+        if mode == "full":
+            encoder = load_encoder(dataclasses.replace(models_cfg, encoder=str(path / "encoder")))
+        else:
+            encoder = load_encoder(models_cfg)
+            if mode == "lora":
+                from peft import PeftModel
+
+                encoder.model = PeftModel.from_pretrained(encoder.model, str(path / "encoder"))
+        if backbone is None and load_backbone_model:
+            backbone = load_backbone(models_cfg)
+        adaptor = Adaptor(meta["d_g"], meta["d_h"], arca_cfg.adaptor_hidden)
+        model = cls(encoder, adaptor, Actor(), arca_cfg, models_cfg, backbone)
+        model.adaptor.load_state_dict(load_file(str(path / "adaptor.safetensors")))
+        model.actor.load_state_dict(load_file(str(path / "actor.safetensors")))
+        for p in model.parameters():
+            p.requires_grad_(False)
+        return model.eval()
+
+
+def load_arca(path: str | Path, backbone: Any = None) -> ArcaModel:
+    """Load a trained Arca checkpoint folder (backbone from its reference unless given)."""
+    return ArcaModel.from_pretrained(path, backbone=backbone)
+
+
+def _state(module: nn.Module) -> dict[str, Tensor]:
+    return {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+
+
+def _is_peft(model: Any) -> bool:
+    try:
+        from peft import PeftModel
+    except ImportError:  # pragma: no cover - peft is a dependency
+        return False
+    return isinstance(model, PeftModel)

@@ -1,0 +1,68 @@
+"""``lira arca`` engine: splits + translation store -> trained Arca checkpoint."""
+
+from __future__ import annotations
+
+import json
+import random
+from argparse import Namespace
+
+import pytest
+
+from lira.config import (
+    ArcaConfig,
+    CriticConfig,
+    DataConfig,
+    RunConfig,
+    TranslationConfig,
+    TranslatorConfig,
+)
+
+from .conftest import noisy
+
+
+@pytest.mark.slow
+def test_run_arca_reads_the_store_and_writes_a_checkpoint(models_config, tmp_path):
+    from arca.trainer import run_arca
+    from lira.data.splits import load_splits
+    from lira.translation.runner import store_path
+    from lira.translation.store import TranslationStore
+
+    refs = [TranslatorConfig(name=n, kind="reference", role="mt") for n in ("xquad-en", "noisy")]
+    cfg = RunConfig(
+        output_dir=str(tmp_path),
+        models=models_config,
+        data=DataConfig(
+            train_languages=["de"], eval_languages=["de"], max_train_queries=24, max_eval_queries=8
+        ),
+        translation=TranslationConfig(
+            pass_at_k=0, num_candidates=2, mt_translators=refs, critic=CriticConfig(kind="none")
+        ),
+        arca=ArcaConfig(steps=4, batch_size=4, log_every=2, save_every=2),
+    )
+    splits = load_splits(cfg.data)
+    rng = random.Random(0)
+    with TranslationStore(store_path(cfg)) as store:
+        for name in ("xquad-en", "noisy"):
+            rows = []
+            for r in splits.train_sources + splits.eval_sources:
+                en = splits.dataset.question("en", r.id.split("@")[0]).text
+                rows.append((r.text, r.lang, en if name == "xquad-en" else noisy(en, rng), r.id))
+            store.add_reference(name, rows)
+    summary = run_arca(cfg, Namespace(resume=False))
+    out = tmp_path / "arca"
+    assert summary["step"] == 4 and set(summary["selection"]) <= {"xquad-en", "noisy"}
+    assert summary["eval"]["n"] == 8 and summary["eval_before"]["n"] == 8
+    meta = json.loads((out / "final" / "arca_config.json").read_text())
+    assert meta["format"] == "arca-v1" and meta["arca"]["steps"] == 4
+    assert (out / "summary.json").is_file() and (out / "step-00000004").is_dir()
+    # --resume on a finished run does no more steps
+    again = run_arca(cfg, Namespace(resume=True))
+    assert again["step"] == 4
+
+
+def test_run_arca_without_a_store_is_a_clear_error(models_config, tmp_path):
+    from arca.trainer import run_arca
+
+    cfg = RunConfig(output_dir=str(tmp_path), models=models_config)
+    with pytest.raises(FileNotFoundError, match="lira translate"):
+        run_arca(cfg, Namespace(resume=False))

@@ -1,0 +1,51 @@
+"""Adaptor and Actor shapes, masking and arg-max selection (paper 004, Eq. 4, 6; App. D.1)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from arca.actor import Actor
+from arca.adaptor import Adaptor
+
+
+def test_adaptor_shapes_and_projection():
+    a = Adaptor(d_g=8, d_h=6, hidden=16)
+    assert isinstance(a.proj_g, torch.nn.Linear) and isinstance(a.proj_h, torch.nn.Identity)
+    assert a.bins_g(torch.randn(3, 4, 8)).shape == (3, 4, 6)
+    assert a.embed_g(torch.randn(3, 4, 8)).shape == (3, 6)
+    assert a.embed_h(torch.randn(5, 4, 6)).shape == (5, 6)
+    same = Adaptor(d_g=6, d_h=6, hidden=16)
+    assert isinstance(same.proj_g, torch.nn.Identity)
+    # E = mean over bins of A(bins)
+    x = torch.randn(2, 4, 6)
+    assert torch.allclose(same.embed_h(x), same.mlp(x).mean(1))
+    # shared MLP: identical inputs give identical outputs on both sides
+    assert torch.allclose(same.embed_g(x), same.embed_h(x))
+
+
+def test_actor_masks_missing_candidates():
+    torch.manual_seed(0)
+    actor = Actor()
+    feats = torch.randn(2, 3, 4)
+    mask = torch.tensor([[True, True, True], [True, False, True]])
+    pi = actor.policy(feats, mask)
+    assert pi.probs[1, 1].item() == 0.0
+    assert torch.allclose(pi.probs.sum(-1), torch.ones(2))
+    samples = pi.sample((200,))
+    assert not (samples[:, 1] == 1).any()
+    with pytest.raises(ValueError, match="no candidate"):
+        actor(feats, torch.tensor([[True, True, True], [False, False, False]]))
+    with pytest.raises(ValueError, match="must end in 4"):
+        actor(torch.randn(2, 3, 5))
+
+
+def test_actor_select_is_argmax():
+    actor = Actor()
+    feats = torch.randn(4, 5, 4)
+    mask = torch.ones(4, 5, dtype=torch.bool)
+    mask[0, 0] = False
+    idx = actor.select(feats, mask)
+    assert torch.equal(idx, actor(feats, mask).argmax(-1))
+    assert idx[0].item() != 0
+    assert actor.select(feats[1]).item() == actor(feats[1:2]).argmax(-1).item()
