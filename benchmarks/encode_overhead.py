@@ -1,0 +1,107 @@
+"""LiRA ``encode`` cost next to the two encoders it wraps.
+
+    .venv/bin/python benchmarks/encode_overhead.py [--n 256] [--candidates 2]
+
+On N German XQuAD-R questions with stored English candidates (reference translations, K per
+question) it times
+
+- LiRA: ``LiRAModel.encode(texts, langs)`` (store look-up, Actor selection, backbone on the
+  chosen translation, Arca g + Adaptor, fusion head),
+- the floor: backbone ``encode`` on the chosen translations + one forward of the
+  multilingual encoder g on the sources,
+
+and prints overhead = LiRA / floor (target <= 1.10). The Actor's candidate features use the
+backbone's input-embedding stream (a table look-up, no transformer pass), so the overhead is
+the store query, that look-up, the Adaptor and the fusion head.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from lira.config import ModelsConfig, RunConfig, TranslationConfig
+from lira.model import LiRAModel
+from lira.translation.store import TranslationStore, reference_translator
+
+XQUAD = Path("/work/shared/data/xquad-r")
+
+
+def questions(lang: str, n: int) -> dict[str, str]:
+    """The first ``n`` question texts of an XQuAD-R language, by question id."""
+    from importlib.resources import files
+
+    demo = files("lira") / "data" / "demo" / "xquad-r" / f"{lang}.json"
+    path = Path(str(demo)) if Path(str(demo)).is_file() else XQUAD / f"{lang}.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    out: dict[str, str] = {}
+    for art in data["data"]:
+        for p in art["paragraphs"]:
+            for qa in p["qas"]:
+                out[qa["id"]] = qa["question"]
+    return dict(list(out.items())[:n])
+
+
+def best_of(fn, repeats: int) -> float:
+    """Minimum wall time of ``repeats`` calls (after one warm-up call)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    """Build the demo stack, fill a store, time both paths, print the ratio."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--n", type=int, default=256)
+    ap.add_argument("--candidates", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    torch.set_num_threads(1)
+    de, en = questions("de", args.n), questions("en", args.n)
+    ids = [i for i in de if i in en]
+    src = [de[i] for i in ids]
+    refs = [reference_translator(f"ref{k}") for k in range(args.candidates)]
+    tmp = Path(tempfile.mkdtemp(prefix="lira-encode-bench-"))
+    store = TranslationStore(tmp / "store.sqlite")
+    for k, t in enumerate(refs):  # candidate k: the English question, k trailing spaces apart
+        store.add_reference(t, [(de[i], "de", en[i] + " " * k, i) for i in ids])
+    cfg = RunConfig(
+        output_dir=str(tmp),
+        models=ModelsConfig(backbone="demo:minilm", encoder="demo:mt5"),
+        translation=TranslationConfig(mt_translators=refs, num_candidates=args.candidates),
+    )
+    model = LiRAModel.from_config(cfg, None, store=store)
+    langs = ["de"] * len(src)
+    chosen = model.english_texts(src, langs)
+    bs = args.batch_size
+
+    def lira() -> None:
+        model.encode(src, langs, kind="query", batch_size=bs)
+
+    def floor() -> None:
+        model.backbone.encode(chosen, kind="query", batch_size=bs)
+        with torch.no_grad():
+            for i in range(0, len(src), bs):
+                model.arca.encoder(src[i : i + bs])
+
+    t_lira = best_of(lira, args.repeats)
+    t_floor = best_of(floor, args.repeats)
+    print(f"texts: {len(src)} German questions, {args.candidates} stored candidates each")
+    print(f"LiRA encode:                         {t_lira:8.3f} s")
+    print(f"backbone encode + encoder forward:   {t_floor:8.3f} s")
+    print(f"overhead ratio LiRA / floor:         {t_lira / t_floor:8.3f}  (target <= 1.10)")
+    store.close()
+
+
+if __name__ == "__main__":
+    main()
