@@ -1,1 +1,10 @@
-"""Baseline losses from the four comparison papers, one file per paper."""
+"""Baseline losses from the four comparison papers, one file per paper.
+
+- :mod:`~lira.baselines.infonce`: InfoNCE / multiple-negatives ranking (common baseline).
+- :mod:`~lira.baselines.clear`: CLEAR reverse training (paper 000).
+- :mod:`~lira.baselines.composition` + :mod:`~lira.baselines.merging`: D(l1 l2 l3) language
+  compositions, GIST guided loss and weight-averaged merging (paper 001).
+- :mod:`~lira.baselines.lancer`: LANCER language-concept erasure (paper 002).
+- :mod:`~lira.baselines.jsd`: JSD alignment + reversed InfoNCE (paper 003).
+- :mod:`~lira.baselines.trainer`: the one contrastive trainer and the ``lira baseline`` engine.
+"""

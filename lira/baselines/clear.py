@@ -1,0 +1,139 @@
+"""CLEAR: Cross-Lingual Enhancement in Retrieval via Reverse-training (paper 000).
+
+    L_CLEAR = λ1·L_NCE_en + λ2·L_CL + λ3·KL(S_en ‖ S_CL)                         (Eq. 2)
+
+- L_NCE_en (Eq. 1): English InfoNCE, anchor q_en, positive p_en^+, negatives = all batch
+  positives + the hard-negative passages p_en^-.
+- L_CL (Eq. 3-4, *reverse*): anchor = the English passage p_en, positive = its target-language
+  query q_l^+, negatives = all batch target queries + the hard-negative target queries q_l^-.
+  ``reverse=False`` (ablation "w/o Reverse") uses the conventional direction: anchor q_l,
+  positive p_en^+, negatives = batch passages + p_en^-.
+- KL (Eq. 5): S_en[i, j] = softmax_j(sim(p_i, q_en_j)/τ) and S_CL[i, j] = softmax_j(sim(p_i,
+  q_l_j)/τ), the in-batch similarity distributions between English passages and English /
+  target queries (row-wise softmax with τ); KL summed over j, averaged over rows i. Both sides
+  receive gradients (the paper does not detach either).
+
+The printed Eq. 1 and 3 drop the logarithm; we implement −log (cross-entropy), as DESIGN.md
+records. With all embeddings identical every logit is equal, so
+L = λ1·log(B(1+K)) + λ2·log(B(1+M)) + λ3·0.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from lira.baselines.infonce import info_nce
+
+
+def similarity_distribution(anchor: Tensor, cands: Tensor, tau: float) -> Tensor:
+    """Row-wise log-softmax of cosine similarities / tau: [B, d], [B, d] -> [B, B] (log-probs)."""
+    a = F.normalize(anchor.float(), dim=-1)
+    c = F.normalize(cands.float(), dim=-1)
+    return F.log_softmax(a @ c.T / tau, dim=-1)
+
+
+def clear_kl(p_pos: Tensor, q_en: Tensor, q_l: Tensor, tau: float) -> Tensor:
+    """KL(S_en ‖ S_CL) of CLEAR Eq. 5, summed over columns and averaged over the B rows."""
+    log_s_en = similarity_distribution(p_pos, q_en, tau)  # [B, B]
+    log_s_cl = similarity_distribution(p_pos, q_l, tau)  # [B, B]
+    return F.kl_div(log_s_cl, log_s_en, reduction="batchmean", log_target=True)
+
+
+def mine_hard_negatives(
+    anchors: Tensor, pool: Tensor, anchor_ids: Tensor, pool_ids: Tensor, k: int
+) -> Tensor:
+    """Indices [N, k] of the k pool items most similar to each anchor, skipping same-id items.
+
+    anchors [N, d], pool [M, d]; ``anchor_ids`` [N] and ``pool_ids`` [M] name the gold item
+    (a pool item with the anchor's id is its positive or a duplicate and is never a negative).
+    Used for passages (anchor = query, pool = passages) and for queries (anchor = English
+    passage, pool = target-language queries), as CLEAR mines both.
+    """
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    usable = int((pool_ids.view(1, -1) != anchor_ids.view(-1, 1)).sum(1).min()) if k else 0
+    if k > usable:
+        raise ValueError(f"asked for {k} hard negatives but some anchor has only {usable}; lower k")
+    if k == 0:
+        return torch.zeros(anchors.shape[0], 0, dtype=torch.long)
+    sim = F.normalize(anchors.float(), dim=-1) @ F.normalize(pool.float(), dim=-1).T  # [N, M]
+    sim = sim.masked_fill(anchor_ids.view(-1, 1) == pool_ids.view(1, -1), float("-inf"))
+    return sim.topk(k, dim=1).indices
+
+
+class ClearLoss(nn.Module):
+    """CLEAR loss (paper 000, Eq. 1-5) on precomputed embeddings.
+
+    Args:
+        tau: temperature of every softmax (InfoNCE terms and the KL distributions).
+        lambdas: (λ1, λ2, λ3) for the English term, the cross-lingual term and the KL (Eq. 2).
+        reverse: English passage as anchor in L_CL (paper); False = "w/o Reverse" ablation.
+        use_kl / use_english: False drops that term ("w/o L_KL", "w/o L_NCE_en" ablations).
+
+    Inputs: ``loss(q_en [B,d], p_pos [B,d], p_hn [B,K,d], q_l [B,d], q_l_hn [B,M,d])`` (K or M
+    may be 0), optional ``ids`` [B] (gold passage id of each row: duplicate rows are masked
+    as false negatives) with ``p_hn_ids`` [B,K] and ``q_l_hn_ids`` [B,M]. Example::
+
+        loss = ClearLoss(tau=0.05)(q_en, p, p_hn, q_de, q_de_hn)
+    """
+
+    def __init__(
+        self,
+        tau: float = 0.05,
+        lambdas: tuple[float, float, float] = (0.4, 0.4, 0.2),
+        reverse: bool = True,
+        use_kl: bool = True,
+        use_english: bool = True,
+    ) -> None:
+        super().__init__()
+        if tau <= 0:
+            raise ValueError(f"tau must be > 0, got {tau}")
+        if len(lambdas) != 3:
+            raise ValueError(f"lambdas needs three weights (λ1, λ2, λ3), got {lambdas}")
+        self.tau = tau
+        self.lambdas = tuple(float(x) for x in lambdas)
+        self.reverse = reverse
+        self.use_kl = use_kl
+        self.use_english = use_english
+
+    def terms(
+        self,
+        q_en: Tensor,
+        p_pos: Tensor,
+        p_hn: Tensor,
+        q_l: Tensor,
+        q_l_hn: Tensor,
+        ids: Tensor | None = None,
+        p_hn_ids: Tensor | None = None,
+        q_l_hn_ids: Tensor | None = None,
+    ) -> dict[str, Tensor]:
+        """The unweighted terms {'nce_en', 'cl', 'kl'} (a dropped term is 0)."""
+        zero = q_en.new_zeros(())
+        out = {"nce_en": zero, "cl": zero, "kl": zero}
+        if self.use_english:
+            out["nce_en"] = info_nce(q_en, p_pos, p_hn, self.tau, ids, p_hn_ids)
+        if self.reverse:
+            out["cl"] = info_nce(p_pos, q_l, q_l_hn, self.tau, ids, q_l_hn_ids)
+        else:
+            out["cl"] = info_nce(q_l, p_pos, p_hn, self.tau, ids, p_hn_ids)
+        if self.use_kl:
+            out["kl"] = clear_kl(p_pos, q_en, q_l, self.tau)
+        return out
+
+    def forward(
+        self,
+        q_en: Tensor,
+        p_pos: Tensor,
+        p_hn: Tensor,
+        q_l: Tensor,
+        q_l_hn: Tensor,
+        ids: Tensor | None = None,
+        p_hn_ids: Tensor | None = None,
+        q_l_hn_ids: Tensor | None = None,
+    ) -> Tensor:
+        """λ1·L_NCE_en + λ2·L_CL + λ3·KL (Eq. 2), a scalar."""
+        t = self.terms(q_en, p_pos, p_hn, q_l, q_l_hn, ids, p_hn_ids, q_l_hn_ids)
+        l1, l2, l3 = self.lambdas
+        return l1 * t["nce_en"] + l2 * t["cl"] + l3 * t["kl"]

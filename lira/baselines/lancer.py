@@ -1,0 +1,85 @@
+"""LANCER: language-concept erasure for language-invariant dense retrieval (paper 002).
+
+    L = L_R + λ·L_C                                                        (§3, final eq.)
+    L_C = 1/(n k) Σ_i Σ_j |corr(X_i, Z_j)|,   corr = Σ_XZ / (σ_X σ_Z)          (§3)
+
+X [N, k] are the embeddings of a multilingual, language-labelled batch and Z [N, n] the one-hot
+language labels. L_R is the English retrieval InfoNCE (:func:`lira.baselines.infonce.info_nce`)
+on a separate English batch. Statistics are computed in fp32 with population (1/N) moments;
+eps is added *after* the square root of each variance, so a constant column (a language absent
+from the batch, a single-language batch, a constant embedding dimension) has correlation
+exactly 0 and no NaN gradient.
+Columns of absent languages stay in the 1/(nk) mean, as the paper's formula writes it; the
+stratified batching below always fills every language.
+
+Batching (paper §4: 64 retrieval examples + 16 texts per language per step): each step draws
+one English retrieval batch and one multilingual batch with the same number of texts per language.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def correlation_penalty(x: Tensor, lang_ids: Tensor, n_langs: int, eps: float = 1e-8) -> Tensor:
+    """Mean |Pearson| between embedding dims and one-hot language labels (LANCER L_C).
+
+    x [N, k] embeddings, lang_ids [N] integer language index in [0, n_langs); returns a scalar.
+    """
+    if x.dim() != 2 or lang_ids.shape != (x.shape[0],):
+        raise ValueError(
+            f"x must be [N, k] and lang_ids [N]; got {tuple(x.shape)}, {tuple(lang_ids.shape)}"
+        )
+    if n_langs < 1 or int(lang_ids.min()) < 0 or int(lang_ids.max()) >= n_langs:
+        raise ValueError(f"lang_ids must lie in [0, {n_langs}); got {lang_ids.tolist()}")
+    xf = x.float()
+    z = F.one_hot(lang_ids.long(), n_langs).float()  # [N, n]
+    xc = xf - xf.mean(0, keepdim=True)  # [N, k]
+    zc = z - z.mean(0, keepdim=True)  # [N, n]
+    cov = xc.T @ zc / x.shape[0]  # [k, n]
+    # clamp below at 1e-30 before the sqrt: a zero-variance column then has a zero gradient
+    # (not sqrt'(0) = inf -> NaN), and its covariance is exactly 0, so its corr is 0
+    sx = xc.pow(2).mean(0).clamp_min(1e-30).sqrt() + eps  # [k]
+    sz = zc.pow(2).mean(0).clamp_min(1e-30).sqrt() + eps  # [n]
+    corr = cov / (sx.view(-1, 1) * sz.view(1, -1))  # [k, n]
+    return corr.abs().mean()
+
+
+def stratified_language_batch(
+    texts: dict[str, Sequence[str]], per_lang: int, rng: random.Random
+) -> tuple[list[str], list[int]]:
+    """One multilingual batch with ``per_lang`` texts of every language (sorted language order).
+
+    Returns (texts, lang_ids) where lang_ids index ``sorted(texts)``; sampling is without
+    replacement inside a language when it has enough texts, with replacement otherwise.
+    """
+    if per_lang < 1:
+        raise ValueError(f"per_lang must be >= 1, got {per_lang}")
+    out_texts: list[str] = []
+    out_ids: list[int] = []
+    for j, lang in enumerate(sorted(texts)):
+        pool = list(texts[lang])
+        if not pool:
+            raise ValueError(f"language '{lang}' has no texts for the LANCER batch")
+        pick = (
+            rng.sample(pool, per_lang) if len(pool) >= per_lang else rng.choices(pool, k=per_lang)
+        )
+        out_texts += pick
+        out_ids += [j] * per_lang
+    return out_texts, out_ids
+
+
+def lancer_loss(
+    retrieval_loss: Tensor, x: Tensor, lang_ids: Tensor, n_langs: int, lam: float = 1.0
+) -> Tensor:
+    """L_R + λ·L_C (paper 002, §3): a retrieval loss plus the correlation penalty of x."""
+    return retrieval_loss + lam * correlation_penalty(x, lang_ids, n_langs)
+
+
+def language_index(langs: Sequence[str]) -> dict[str, int]:
+    """The language -> column map used by the LANCER batches (sorted order)."""
+    return {lang: i for i, lang in enumerate(sorted(set(langs)))}
