@@ -57,7 +57,8 @@ def plot_metric(rows: list[Row], metric: str, path: str | Path, language: str = 
         ax.bar(x + i * width - 0.4 + width / 2, vals, width, yerr=[lo, hi], capsize=2, label=m)
     ax.set_xticks(x, scenarios, rotation=15)
     ax.set(title=f"{metric} by scenario ({language} languages, 95% CI)", ylabel=metric)
-    ax.legend(fontsize=8, ncol=2)
+    if methods:
+        ax.legend(fontsize=8, ncol=2)
     return save_figure(fig, path)
 
 

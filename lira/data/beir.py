@@ -1,7 +1,9 @@
 """BEIR / MTEB retrieval folders: corpus.jsonl, queries.jsonl, qrels/<split>.tsv.
 
-Also reads the same three tables through ``datasets`` when ``path`` is a local dataset folder
-saved with ``save_to_disk`` holding ``corpus``/``queries``/``qrels`` (sub)sets.
+Also reads the same three tables through ``datasets`` when ``path`` is a local dataset folder:
+``corpus``/``queries``/``qrels`` saved with ``save_to_disk`` (a DatasetDict or three Dataset
+folders), or local JSON / JSON Lines / Parquet files ``corpus.jsonl``, ``queries.jsonl`` and
+``qrels.jsonl`` or ``qrels/<split>.jsonl`` (MTEB layout; ``query-id``/``query_id`` accepted).
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ def _build(
                 raise DataError(files[2], i, "corpus-id", f"unknown doc id {did!r}")
             if qid not in query_ids:
                 raise DataError(files[2], i, "query-id", f"unknown query id {qid!r}")
-            score = int(float(row.get("score", 1)))
-        except (DataError, ValueError) as e:
+            raw = row.get("score")
+            score = 1 if raw is None or raw == "" else int(float(raw))
+        except (DataError, ValueError, TypeError) as e:
             drop(e if isinstance(e, DataError) else DataError(files[2], i, "score", str(e)))
             continue
         if score > 0:
@@ -79,24 +82,44 @@ def load_beir(
     return data
 
 
-def load_hf_retrieval(
-    path: str | Path, lang: str = "en", drop_malformed: bool = False
-) -> RetrievalData:
-    """Read a local ``datasets`` folder (``load_from_disk``) with corpus/queries/qrels sets."""
-    from datasets import load_from_disk
+_SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
+
+def _hf_table(path: Path, name: str, split: str) -> tuple[Path, list[tuple[int, dict]]]:
+    """One of corpus/queries/qrels through ``datasets``: a save_to_disk folder or local files."""
+    from datasets import load_dataset, load_from_disk
+
+    sub = path / name
+    if (sub / "dataset_info.json").exists() or (sub / "state.json").exists():
+        return sub, [(i, dict(r)) for i, r in enumerate(load_from_disk(str(sub)), start=1)]
+    candidates = [path / f"{name}{s}" for s in _SUFFIXES] + [sub / f"{split}{s}" for s in _SUFFIXES]
+    for f in candidates:
+        if f.is_file():
+            ds = load_dataset(_SUFFIXES[f.suffix], data_files=str(f), split="train")
+            return f, [(i, dict(r)) for i, r in enumerate(ds, start=1)]
+    raise FileNotFoundError(
+        f"{path} has no '{name}' dataset: expected a save_to_disk folder {sub} or one of "
+        f"{[str(c) for c in candidates]}"
+    )
+
+
+def load_hf_retrieval(
+    path: str | Path, lang: str = "en", drop_malformed: bool = False, split: str = "test"
+) -> RetrievalData:
+    """Read a local ``datasets`` dataset (save_to_disk folders or json/parquet files)."""
     path = Path(path)
-    parts = {}
+    parts, paths = {}, []
     for name in ("corpus", "queries", "qrels"):
-        sub = path / name
-        if not sub.exists():
-            raise FileNotFoundError(f"{path} has no '{name}' dataset (save_to_disk folders)")
-        ds = load_from_disk(str(sub))
-        parts[name] = [(i, dict(r)) for i, r in enumerate(ds, start=1)]
+        where, rows = _hf_table(path, name, split)
+        parts[name] = rows
+        paths.append(where)
     for _, row in parts["qrels"]:
         row.setdefault("query-id", row.get("query_id"))
         row.setdefault("corpus-id", row.get("corpus_id"))
-    files = (path / "corpus", path / "queries", path / "qrels")
+    for _, row in parts["corpus"] + parts["queries"]:
+        if "_id" not in row and "id" in row:
+            row["_id"] = row["id"]
+    files = (paths[0], paths[1], paths[2])
     drop = Dropper(drop_malformed)
     data = _build(parts["corpus"], parts["queries"], parts["qrels"], files, lang, drop)
     drop.report(f"datasets {path}")

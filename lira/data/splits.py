@@ -4,7 +4,7 @@ XQuAD-R (the default): question ids are split once (``eval_fraction``, ``split_s
 same ids in every language, so no held-out question is seen in any language during training.
 - ``train_sources`` / ``eval_sources``: questions in the non-English train / eval languages;
   these are what gets translated (store) and anchored (Arca).
-- ``train`` / ``eval``: retrieval data, target-language questions -> the full English
+- ``train`` / ``eval`` (aliases ``train_retrieval`` / ``eval_retrieval``): retrieval data, target-language questions -> the full English
   sentence pool (the Lang->En setting; the gold sentence is the positive).
 - ``train_parallel``: the training questions in English and every train language (baselines).
 - ``dataset``: the XQuADR object, for the evaluation scenarios (En-En, Multi, ...).
@@ -41,6 +41,16 @@ class Splits:
     dataset: XQuADR | None = None
     train_ids: list[str] = field(default_factory=list)
     eval_ids: list[str] = field(default_factory=list)
+
+    @property
+    def train_retrieval(self) -> RetrievalData | None:
+        """Alias of ``train``: training-language queries -> English sentence corpus."""
+        return self.train
+
+    @property
+    def eval_retrieval(self) -> RetrievalData | None:
+        """Alias of ``eval``: held-out queries -> English sentence corpus."""
+        return self.eval
 
 
 def _merge(parts: list[RetrievalData], name: str) -> RetrievalData:

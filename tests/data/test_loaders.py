@@ -128,3 +128,28 @@ def test_sts_formats_and_errors(tmp_path):
         load_sts(j)
     p = load_sts(j, drop_malformed=True)
     assert p.dropped == 1 and p.lang1 == ["de"] and p.lang2 == ["en"]
+
+
+def test_hf_local_json_files(tmp_path, real):
+    _jsonl(tmp_path / "corpus.jsonl", [{"_id": d.id, "text": d.text} for d in real.corpus])
+    _jsonl(tmp_path / "queries.jsonl", [{"id": q.id, "text": q.text} for q in real.queries])
+    (tmp_path / "qrels").mkdir()
+    rows = [
+        {"query_id": q, "corpus_id": d, "score": 1} for q, rel in real.qrels.items() for d in rel
+    ]
+    _jsonl(tmp_path / "qrels" / "test.jsonl", rows)
+    data = load_hf_retrieval(tmp_path, lang="de")
+    assert data.qrels == real.qrels and len(data.corpus) == len(real.corpus)
+    _jsonl(tmp_path / "qrels" / "test.jsonl", [*rows, {"query_id": "zz", "corpus_id": "x"}])
+    with pytest.raises(DataError, match=r"test.jsonl: record \d+: field 'corpus-id'"):
+        load_hf_retrieval(tmp_path, lang="de")
+    assert load_hf_retrieval(tmp_path, lang="de", drop_malformed=True).dropped == 1
+
+
+def test_bad_json_line_names_the_line(tmp_path):
+    f = tmp_path / "sts.jsonl"
+    f.write_text('{"sentence1": "a", "sentence2": "b", "score": 1}\n{"sentence1": \n',
+                 encoding="utf-8")  # fmt: skip
+    with pytest.raises(DataError, match=r"sts.jsonl: record 2: field '<json>'"):
+        load_sts(f)
+    assert load_sts(f, drop_malformed=True).dropped == 1

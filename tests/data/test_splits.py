@@ -19,6 +19,7 @@ def test_xquad_splits_for_the_pipeline():
     assert {d.lang for d in s.train.corpus} == {"en"}
     assert set(s.train_parallel.texts) == {"en", "de", "es"}
     assert s.train_parallel.ids == s.train_ids
+    assert s.train_retrieval is s.train and s.eval_retrieval is s.eval
     assert load_splits(cfg).train_ids == s.train_ids  # deterministic
 
 

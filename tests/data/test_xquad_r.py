@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -113,3 +114,17 @@ def test_invalid_utf8_and_missing_language(tmp_path):
         load_xquad_r(tmp_path, ["de"])
     with pytest.raises(FileNotFoundError, match=r"no file for \['xx'\]"):
         load_xquad_r(demo_path(), ["xx"])
+
+
+FULL = (
+    Path(__file__).resolve().parents[3] / "shared" / "data" / "xquad-r"
+)  # ../shared beside the repo
+
+
+@pytest.mark.skipif(not (FULL / "de.json").exists(), reason="full XQuAD-R not available")
+def test_full_data_sentence_counts_differ_but_ids_align():
+    full = load_xquad_r(FULL, ["en", "de"])
+    assert len(full.sentences("en")) == 1180 and len(full.sentences("de")) == 1276
+    assert len(full.question_ids) == 1190
+    qid = "56beb4343aeaaa14008c925b"
+    assert "308" in full.gold_sentence("de", qid).text
