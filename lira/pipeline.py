@@ -1,4 +1,4 @@
-"""The main job (``lira run``): translate -> Arca -> LaSR -> baselines -> compare.
+"""The main job (``lira run``): translate -> Arca -> LaSR -> baselines -> compare [-> reason].
 
 Each stage writes under ``output_dir`` and, when it finishes, a marker
 ``<output_dir>/stages/<stage>.json`` holding a hash of the configuration the stage depends on.
@@ -30,6 +30,7 @@ ENGINES: dict[str, tuple[str, tuple[str, ...]]] = {
     "lasr": ("lasr.trainer:run_lasr", ("lasr",)),
     "baselines": ("lira.baselines.trainer:run_baselines", ("baselines",)),
     "compare": ("evaluators.compare:run_compare", ("eval",)),
+    "reason": ("lira.reasoning.runner:run_reason", ("reason",)),
 }
 ORDER = list(ENGINES)
 
