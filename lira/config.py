@@ -469,6 +469,9 @@ class ReasonConfig:
     )
     """direct / translate-en are the baselines; both = LiRA."""
     engine: Literal["transformers", "vllm"] = "transformers"
+    """transformers: ``generate(inputs_embeds=...)``; vllm: ``prompt_embeds`` (vLLM >= 0.9)."""
+    tensor_parallel_size: int = 1
+    """GPUs per vLLM engine (engine: vllm)."""
     max_new_tokens: int = 64
     batch_size: int = 4
     max_items: int = 0

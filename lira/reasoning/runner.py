@@ -9,9 +9,8 @@ Adaptor maps g(x) into the LLM's input-embedding space; LaSR is not used. For ev
 - ``both``: soft tokens + the selected translation (LiRA).
 Translations come from the translation store, filled online under the pass@k budget
 (translators marked ``train_only`` are never used here). Generation: transformers
-``generate(inputs_embeds=...)``. vLLM accepts embeddings only through ``prompt_embeds``
-(``LLM(..., enable_prompt_embeds=True)``) in recent releases; ``reason.engine: vllm`` is refused
-with that explanation when the installed vLLM lacks it.
+``generate(inputs_embeds=...)``, or (``reason.engine: vllm``) vLLM's ``prompt_embeds`` input
+(``LLM(..., enable_prompt_embeds=True)``, vLLM >= 0.9), the same spliced prompts in both.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from evaluators.bootstrap import bootstrap_ci
 from lira.config import RunConfig
 from lira.reasoning.answers import extract_choice, extract_number, numbers_equal
 from lira.reasoning.data import ChoiceItem, MathItem, demo_reasoning_path, load_mgsm, load_xcsqa
-from lira.reasoning.soft_prompt import SoftPromptBuilder, user_message
+from lira.reasoning.soft_prompt import SoftPromptBuilder, VLLMSoftPromptGenerator, user_message
 
 log = logging.getLogger(__name__)
 
@@ -93,11 +92,6 @@ def run_reason(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
     from lira.models import load_causal_lm
 
     rc = cfg.reason
-    if rc.engine == "vllm":
-        raise ValueError(
-            "reason.engine=vllm: soft tokens need vLLM's prompt_embeds input "
-            "(LLM(enable_prompt_embeds=True)); use engine: transformers on this install"
-        )
     out = Path(cfg.output_dir) / "reason"
     out.mkdir(parents=True, exist_ok=True)
     lm, tok = load_causal_lm(rc.llm, cfg.models.cache_dir, dtype=cfg.models.dtype)
@@ -121,6 +115,9 @@ def run_reason(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
                 f"in d={d_llm}: train Arca with models.backbone={rc.llm}"
             )
     builder = SoftPromptBuilder(lm, tok)
+    generator: SoftPromptBuilder | VLLMSoftPromptGenerator = builder
+    if rc.engine == "vllm":  # the transformers model above only embeds the prompt tokens
+        generator = VLLMSoftPromptGenerator(builder, rc.llm, rc.tensor_parallel_size)
     results: dict[str, Any] = {"rows": [], "generations": []}
     for task in rc.tasks:
         folder = rc.mgsm_path if task == "mgsm" else rc.xcsqa_path
@@ -137,7 +134,7 @@ def run_reason(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
                         user_message(mode, q, y, INSTRUCTIONS[task])
                         for q, y in zip(texts[sl], english[sl])
                     ]
-                    gens = builder.generate(
+                    gens = generator.generate(
                         msgs, soft[sl] if soft is not None else None, rc.max_new_tokens
                     )
                     for item, gen in zip(items[sl], gens):

@@ -83,8 +83,8 @@ class SoftPromptBuilder:
         return self._ids(before, first=True), self._ids(after, first=False)
 
     @torch.no_grad()
-    def build(self, messages: list[str], soft: torch.Tensor | None = None) -> PromptBatch:
-        """Embed each templated message; ``soft`` [B, S, d] fills the slots of messages that have one."""
+    def rows(self, messages: list[str], soft: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """Embed each templated message ([T_i, d]); ``soft`` [B, S, d] fills the slots."""
         device = self.embed.weight.device
         dtype = self.embed.weight.dtype
         rows = []
@@ -96,12 +96,18 @@ class SoftPromptBuilder:
                     raise ValueError("a message has a soft-token slot but no soft tokens given")
                 pieces.append(soft[i].to(device=device, dtype=dtype))
                 pieces.append(self.embed(torch.tensor(after, device=device)))
-            rows.append(torch.cat(pieces, dim=0))  # [T_i, d]
+            rows.append(torch.cat(pieces, dim=0))
+        return rows
+
+    @torch.no_grad()
+    def build(self, messages: list[str], soft: torch.Tensor | None = None) -> PromptBatch:
+        """The rows of :meth:`rows`, left-padded into one batch (as ``generate`` needs)."""
+        rows = self.rows(messages, soft)
         width = max(r.shape[0] for r in rows)
-        d = rows[0].shape[1]
-        embeds = torch.zeros(len(rows), width, d, device=device, dtype=dtype)
-        mask = torch.zeros(len(rows), width, dtype=torch.long, device=device)
-        for i, r in enumerate(rows):  # left padding, as generation needs
+        first = rows[0]
+        embeds = first.new_zeros(len(rows), width, first.shape[1])
+        mask = torch.zeros(len(rows), width, dtype=torch.long, device=first.device)
+        for i, r in enumerate(rows):
             embeds[i, width - r.shape[0] :] = r
             mask[i, width - r.shape[0] :] = 1
         return PromptBatch(embeds, mask)
@@ -123,3 +129,28 @@ class SoftPromptBuilder:
             pad_token_id=pad,
         )
         return self.tokenizer.batch_decode(out, skip_special_tokens=True)
+
+
+class VLLMSoftPromptGenerator:
+    """Greedy generation through vLLM's ``prompt_embeds`` input (``enable_prompt_embeds``).
+
+    The transformers model given to the builder only embeds the prompt tokens; vLLM runs the
+    LLM itself. Same prompts, same soft-token splice as :meth:`SoftPromptBuilder.generate`.
+    """
+
+    def __init__(self, builder: SoftPromptBuilder, model: str, tensor_parallel_size: int = 1):
+        from lira.translation.translators import vllm_engine
+
+        self.builder = builder
+        self.llm = vllm_engine(model, tensor_parallel_size, enable_prompt_embeds=True)
+
+    def generate(
+        self, messages: list[str], soft: torch.Tensor | None = None, max_new_tokens: int = 64
+    ) -> list[str]:
+        """Greedy generation of each message; returns the decoded new text."""
+        from vllm import SamplingParams
+
+        prompts = [{"prompt_embeds": r.cpu()} for r in self.builder.rows(messages, soft)]
+        params = SamplingParams(temperature=0.0, max_tokens=max_new_tokens)
+        outs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [o.outputs[0].text for o in outs]

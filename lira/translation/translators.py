@@ -202,18 +202,19 @@ class TransformersTranslator:
 
 
 # ------------------------------------------------------------------------------ vLLM
-_ENGINES: dict[tuple[str, int], Any] = {}
+_ENGINES: dict[tuple, Any] = {}
 
 
-def vllm_engine(model: str, tensor_parallel_size: int = 1) -> Any:
+def vllm_engine(model: str, tensor_parallel_size: int = 1, **options: Any) -> Any:
     """A cached ``vllm.LLM`` for ``model`` (sizing from ``LIRA_VLLM_*`` environment variables).
 
     ``LIRA_VLLM_MAX_MODEL_LEN`` (default 2048), ``LIRA_VLLM_MAX_NUM_SEQS`` (default 64),
     ``LIRA_VLLM_ENFORCE_EAGER`` (default 0), ``LIRA_VLLM_DTYPE`` (default auto),
-    ``LIRA_VLLM_GPU_MEMORY_UTILIZATION`` (default 0.85).
+    ``LIRA_VLLM_GPU_MEMORY_UTILIZATION`` (default 0.85). ``options`` go to ``vllm.LLM`` as they
+    are (e.g. ``enable_prompt_embeds=True``) and are part of the cache key.
     """
     path = resolve(model)
-    key = (path, tensor_parallel_size)
+    key = (path, tensor_parallel_size, *sorted(options.items()))
     if key not in _ENGINES:
         from vllm import LLM
 
@@ -226,6 +227,7 @@ def vllm_engine(model: str, tensor_parallel_size: int = 1) -> Any:
             max_num_seqs=int(env("LIRA_VLLM_MAX_NUM_SEQS", "64")),
             enforce_eager=env("LIRA_VLLM_ENFORCE_EAGER", "0") == "1",
             gpu_memory_utilization=float(env("LIRA_VLLM_GPU_MEMORY_UTILIZATION", "0.85")),
+            **options,
         )
     return _ENGINES[key]
 

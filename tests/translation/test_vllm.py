@@ -10,19 +10,9 @@ import os
 import time
 
 import pytest
+from vllm_support import VLLM_MARKS, cpu_engine_env
 
-try:
-    import vllm  # noqa: F401
-
-    VLLM_ERROR = ""
-except Exception as e:  # ImportError, or a broken build raising at import
-    VLLM_ERROR = f"{type(e).__name__}: {e}"
-
-pytestmark = [
-    pytest.mark.vllm,
-    pytest.mark.slow,
-    pytest.mark.skipif(bool(VLLM_ERROR), reason=f"vllm is not importable here ({VLLM_ERROR})"),
-]
+pytestmark = VLLM_MARKS
 
 SOURCES = [
     "Der Hund schläft im Garten.",
@@ -38,15 +28,7 @@ SOURCES = [
 
 @pytest.fixture(scope="module")
 def vllm_model(request) -> str:
-    for k, v in {
-        "VLLM_CPU_KVCACHE_SPACE": "1",
-        "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
-        "LIRA_VLLM_ENFORCE_EAGER": "1",
-        "LIRA_VLLM_MAX_MODEL_LEN": "1024",
-        "LIRA_VLLM_MAX_NUM_SEQS": "8",
-        "LIRA_VLLM_DTYPE": "bfloat16",
-    }.items():
-        os.environ.setdefault(k, v)
+    cpu_engine_env()
     if os.environ.get("LIRA_TEST_VLLM_MODEL"):
         return os.environ["LIRA_TEST_VLLM_MODEL"]
     from lira.demo import resolve_model
