@@ -1,8 +1,8 @@
 """Leaderboard files: rows -> leaderboard.json, leaderboard.md and grouped-bar PNGs.
 
 A row is ``{method, task, scenario, language, metric, value, ci_low, ci_high}``; rows with
-language ``all`` pool the per-query values of every evaluated language and make the main
-table (rows = methods, columns = scenario × metric); per-language tables follow.
+language ``all`` pool the per-query values of every evaluated language. The Markdown keeps each
+table narrow: nDCG@10 by scenario (pooled, then per language), then each scenario's metrics.
 """
 
 from __future__ import annotations
@@ -27,17 +27,32 @@ def _cell(r: Row) -> str:
     return f"{r['value']:.2f} [{r['ci_low']:.1f}, {r['ci_high']:.1f}]"
 
 
-def markdown_table(rows: list[Row], language: str) -> str:
-    """One Markdown table for ``language``: methods x (scenario, metric)."""
-    sel = [r for r in rows if r["language"] == language]
-    cols = list(dict.fromkeys((r["scenario"], r["metric"]) for r in sel))
-    methods = list(dict.fromkeys(r["method"] for r in sel))
-    cell = {(r["method"], r["scenario"], r["metric"]): _cell(r) for r in sel}
-    head = "| method | " + " | ".join(f"{s} {m}" for s, m in cols) + " |"
-    lines = [head, "|" + "---|" * (len(cols) + 1)]
+def pivot_table(rows: list[Row], column: str) -> str:
+    """One Markdown table of ``rows``: a line per method, a column per value of ``column``."""
+    cols = list(dict.fromkeys(r[column] for r in rows))
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    cell = {(r["method"], r[column]): _cell(r) for r in rows}
+    lines = ["| method | " + " | ".join(cols) + " |", "|" + "---|" * (len(cols) + 1)]
     for m in methods:
-        lines.append(f"| {m} | " + " | ".join(cell.get((m, s, k), "–") for s, k in cols) + " |")
+        lines.append(f"| {m} | " + " | ".join(cell.get((m, c), "–") for c in cols) + " |")
     return "\n".join(lines)
+
+
+def leaderboard_markdown(rows: list[Row], title: str, headline: str = "ndcg@10") -> str:
+    """The leaderboard as Markdown: the headline metric by scenario (pooled, then per
+    language), then every metric of each scenario on the pooled languages."""
+    languages = [x for x in dict.fromkeys(r["language"] for r in rows) if x != "all"]
+    parts = [f"# {title}", "", "Values in percent with bootstrap 95% intervals; 'all' pools",
+             "the per-query values of every evaluated language.", ""]  # fmt: skip
+    for lang in ["all", *languages]:
+        sel = [r for r in rows if r["language"] == lang and r["metric"] == headline]
+        if sel:
+            parts += [f"## {headline} by scenario: {lang}", "", pivot_table(sel, "scenario"), ""]
+    for sc in dict.fromkeys(r["scenario"] for r in rows):
+        sel = [r for r in rows if r["scenario"] == sc and r["language"] == "all"]
+        if sel:
+            parts += [f"## {sc}: every metric (all)", "", pivot_table(sel, "metric"), ""]
+    return "\n".join(parts)
 
 
 def plot_metric(rows: list[Row], metric: str, path: str | Path, language: str = "all") -> Path:
@@ -70,13 +85,8 @@ def write_leaderboard(
     out.mkdir(parents=True, exist_ok=True)
     clean = [{k: r[k] for k in KEYS} for r in rows]
     (out / "leaderboard.json").write_text(json.dumps(clean, indent=1), encoding="utf-8")
-    languages = list(dict.fromkeys(r["language"] for r in clean))
-    parts = [f"# {title}", "", "Values in percent with bootstrap 95% intervals.", ""]
-    for lang in ["all", *[x for x in languages if x != "all"]]:
-        if lang in languages:
-            parts += [f"## {'all evaluated languages (pooled)' if lang == 'all' else lang}", "",
-                      markdown_table(clean, lang), ""]  # fmt: skip
-    (out / "leaderboard.md").write_text("\n".join(parts), encoding="utf-8")
+    md = leaderboard_markdown(clean, title)
+    (out / "leaderboard.md").write_text(md, encoding="utf-8")
     files = {"json": out / "leaderboard.json", "md": out / "leaderboard.md"}
     metrics = defaultdict(int)
     for r in clean:

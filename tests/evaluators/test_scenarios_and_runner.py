@@ -52,7 +52,8 @@ def test_evaluate_encoders_writes_a_readable_leaderboard(xquad, tfidf, tmp_path)
     assert get[("en-en", "all", "ndcg@10")]["value"] == pytest.approx(en["value"])
     files = write_leaderboard(rows, tmp_path)
     md = files["md"].read_text()
-    assert "| tfidf |" in md and "en-en ndcg@10" in md
+    assert "## ndcg@10 by scenario: zh" in md and "## en-en: every metric (all)" in md
+    assert "| method | en-en | lang-en |" in md and "| tfidf |" in md
     assert json.loads(files["json"].read_text())[0].keys() == {
         "method",
         "task",

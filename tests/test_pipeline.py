@@ -1,0 +1,104 @@
+"""``lira run`` end to end on tiny real models: every stage, the leaderboard, and stage resume."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from lira.config import (
+    ArcaConfig,
+    BaselinesConfig,
+    CriticConfig,
+    DataConfig,
+    EvalConfig,
+    LaSRConfig,
+    RunConfig,
+    TranslationConfig,
+    TranslatorConfig,
+)
+
+METHODS = ["infonce", "clear", "lancer", "jsd", "merging"]
+
+
+def _noisy(text: str, rng: random.Random) -> str:
+    words = text.split()
+    return " ".join(w for w in words if rng.random() > 0.3) or words[0]
+
+
+def _config(tmp_path, models_config) -> RunConfig:
+    return RunConfig(
+        output_dir=str(tmp_path),
+        models=models_config,
+        data=DataConfig(
+            train_languages=["de"],
+            eval_languages=["de", "ru"],  # ru is never seen in training
+            max_train_queries=16,
+            max_eval_queries=8,
+        ),
+        translation=TranslationConfig(
+            pass_at_k=0,
+            num_candidates=2,
+            mt_translators=[
+                TranslatorConfig(name="machine", kind="reference", role="mt"),
+                TranslatorConfig(name="xquad-en", kind="reference", role="mt", train_only=True),
+            ],
+            critic=CriticConfig(kind="none"),
+        ),
+        arca=ArcaConfig(steps=2, batch_size=4, log_every=1, save_every=2),
+        lasr=LaSRConfig(
+            steps=2, batch_size=4, fusion_dim=32, fusion_layers=1, num_negatives=4, log_every=1
+        ),
+        baselines=BaselinesConfig(methods=METHODS, steps=2, batch_size=4),
+        # English-corpus scenarios only: the test stays a few minutes on 2 cores
+        eval=EvalConfig(scenarios=["en-en", "lang-en"], bootstrap=20, batch_size=32),
+    )
+
+
+def _import_machine_translations(cfg: RunConfig) -> None:
+    """A non-gold English candidate for every source (the 'machine' translator, offline path)."""
+    from lira.data.splits import load_splits
+    from lira.translation.runner import store_path
+    from lira.translation.store import TranslationStore
+
+    splits = load_splits(cfg.data)
+    rng = random.Random(0)
+    rows = [
+        (r.text, r.lang, _noisy(splits.dataset.question("en", r.id.split("@")[0]).text, rng), r.id)
+        for r in splits.train_sources + splits.eval_sources
+    ]
+    with TranslationStore(store_path(cfg)) as store:
+        store.add_reference("machine", rows)
+
+
+@pytest.mark.slow
+def test_run_writes_the_leaderboard_and_resumes_stage_by_stage(tmp_path, models_config):
+    from lira.pipeline import ORDER, run_pipeline, stage_fingerprint
+
+    cfg = _config(tmp_path, models_config)
+    _import_machine_translations(cfg)
+    timings = run_pipeline(cfg)
+    assert list(timings) == ["translate", "arca", "lasr", "baselines", "compare"]
+    assert all(isinstance(t, float) for t in timings.values())
+
+    rows = json.loads((tmp_path / "compare" / "leaderboard.json").read_text())
+    keys = {"method", "task", "scenario", "language", "metric", "value", "ci_low", "ci_high"}
+    assert rows and all(set(r) >= keys for r in rows)
+    assert {"backbone", "lira", *METHODS} <= {r["method"] for r in rows}
+    assert {"de", "ru"} <= {r["language"] for r in rows}
+    for method in ("backbone", "lira", *METHODS):
+        scenarios = {r["scenario"] for r in rows if r["method"] == method}
+        assert set(cfg.eval.scenarios) <= scenarios, (method, scenarios)
+    assert all(r["ci_low"] <= r["value"] <= r["ci_high"] for r in rows if r["metric"] == "ndcg@10")
+    assert (tmp_path / "compare" / "leaderboard.md").read_text().count("| lira |") >= 1
+    assert list((tmp_path / "compare").glob("*.png"))
+    assert (tmp_path / "compare" / "diagnostics" / "lipschitz.png").is_file()
+    assert json.loads((tmp_path / "run_summary.json").read_text())["stages"] == timings
+
+    # a finished stage is not redone; a changed section re-runs its stage and those after it
+    assert set(run_pipeline(cfg).values()) == {"skipped"}
+    before = {s: stage_fingerprint(cfg, s) for s in ORDER}
+    cfg.lasr.steps = 3
+    after = {s: stage_fingerprint(cfg, s) for s in ORDER}
+    assert [s for s in ORDER if before[s] != after[s]] == ["lasr", "baselines", "compare", "reason"]
