@@ -38,6 +38,7 @@ from torch import Tensor, nn
 from arca.actor import Actor
 from arca.adaptor import Adaptor
 from arca.pooling import temporal_pool
+from lira.checkpoint import read_meta
 from lira.config import ArcaConfig, ModelsConfig, from_dict, to_dict
 from lira.translation.types import Candidate
 
@@ -353,16 +354,8 @@ class ArcaModel(nn.Module):
         from lira.models import load_backbone, load_encoder
 
         path = Path(path)
-        cfg_file = path / CONFIG_NAME
-        if not cfg_file.is_file():
-            raise FileNotFoundError(
-                f"{path} is not an Arca checkpoint (no {CONFIG_NAME}); train one with `lira arca`"
-            )
-        meta = json.loads(cfg_file.read_text(encoding="utf-8"))
-        if meta.get("format") != FORMAT:
-            raise ValueError(
-                f"{cfg_file}: unknown format {meta.get('format')!r}, expected {FORMAT}"
-            )
+        meta = read_meta(path, CONFIG_NAME, FORMAT,
+                         f"an Arca checkpoint (no {CONFIG_NAME}); train one with `lira arca`")  # fmt: skip
         models_cfg = from_dict(ModelsConfig, meta["models"], "models")
         arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
         mode = meta["encoder_mode"]

@@ -84,3 +84,17 @@ def latest_checkpoint(root: str | Path) -> Path | None:
         return None
     steps = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(STEP_PREFIX))
     return steps[-1] if steps else None
+
+
+def read_meta(path: str | Path, config_name: str, fmt: str, missing: str) -> dict[str, Any]:
+    """The JSON metadata of a self-describing checkpoint folder, checked for its format.
+
+    ``missing`` completes the error raised when ``path`` has no ``config_name``.
+    """
+    cfg_file = Path(path) / config_name
+    if not cfg_file.is_file():
+        raise FileNotFoundError(f"{path} is not {missing}")
+    meta = json.loads(cfg_file.read_text(encoding="utf-8"))
+    if meta.get("format") != fmt:
+        raise ValueError(f"{cfg_file}: unknown format {meta.get('format')!r}, expected {fmt}")
+    return meta

@@ -34,6 +34,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
 from lasr.fusion import FusionHead
+from lira.checkpoint import read_meta
 from lira.config import (
     ArcaConfig,
     LaSRConfig,
@@ -138,17 +139,9 @@ class LiRAModel(nn.Module):
         from lira.models import load_backbone
 
         path = Path(path)
-        cfg_file = path / CONFIG_NAME
-        if not cfg_file.is_file():
-            raise FileNotFoundError(
-                f"{path} is not a LiRA model folder (no {CONFIG_NAME}); "
-                "write one with LiRAModel.save_pretrained or `lira lasr`"
-            )
-        meta = json.loads(cfg_file.read_text(encoding="utf-8"))
-        if meta.get("format") != FORMAT:
-            raise ValueError(
-                f"{cfg_file}: unknown format {meta.get('format')!r}, expected {FORMAT}"
-            )
+        meta = read_meta(path, CONFIG_NAME, FORMAT,
+                         f"a LiRA model folder (no {CONFIG_NAME}); "
+                         "write one with LiRAModel.save_pretrained or `lira lasr`")  # fmt: skip
         models = from_dict(ModelsConfig, meta["models"], "models")
         translation = from_dict(TranslationConfig, meta["translation"], "translation")
         arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")

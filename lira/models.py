@@ -128,6 +128,13 @@ def _load_tokenizer(path: str, ref: str, suggest: str, **kwargs: Any) -> Any:
     return _from_pretrained(AutoTokenizer, path, ref, suggest, **kwargs)
 
 
+def _with_pad_token(tokenizer: Any) -> Any:
+    """Batched generation needs a pad token: EOS (else UNK) where the tokenizer has none."""
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    return tokenizer
+
+
 def _hidden_size(config: Any) -> int:
     for key in ("hidden_size", "d_model", "dim"):
         value = getattr(config, key, None)
@@ -346,9 +353,7 @@ def load_causal_lm(
     from transformers import AutoModelForCausalLM
 
     path = resolve_path(ref, cache_dir, "qwen3-lm")
-    tokenizer = _load_tokenizer(path, ref, "qwen3-lm")
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    tokenizer = _with_pad_token(_load_tokenizer(path, ref, "qwen3-lm"))
     tokenizer.padding_side = "left"
     model = _from_pretrained(AutoModelForCausalLM, path, ref, "qwen3-lm", dtype=torch_dtype(dtype))
     if getattr(model, "generation_config", None) is not None:
@@ -364,9 +369,7 @@ def load_seq2seq(
     from transformers import AutoModelForSeq2SeqLM
 
     path = resolve_path(ref, cache_dir, "marian")
-    tokenizer = _load_tokenizer(path, ref, "marian")
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    tokenizer = _with_pad_token(_load_tokenizer(path, ref, "marian"))
     model = _from_pretrained(AutoModelForSeq2SeqLM, path, ref, "marian", dtype=torch_dtype(dtype))
     if getattr(model, "generation_config", None) is not None:
         if model.generation_config.pad_token_id is None:
