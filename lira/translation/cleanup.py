@@ -31,10 +31,15 @@ _PREAMBLE = re.compile(
         (?:the\s+)?(?:english\s+)?translat\w*(?:\s+(?:in|into|to)\s+english)?
         (?:\s+(?:is|reads))?\s*:          # "Translation:" / "English translation:"
       |
-        english\s*:                        # "English:"
+        (?:in\s+)?english\s*:                # "English:" / "In English:"
       |
-        [^\n]{{0,200}}?\btranslates?\s+(?:in(?:to)?\s+english\s+)?(?:to|as)\s*:?\s*(?=["“‘«'])
+        [^\n]{{0,200}}?\btranslat(?:es?|ed)\s+(?:in(?:to)?\s+english\s+)?(?:to|as)\s*:?\s*(?=["“‘«'])
                                           # 'The German phrase "…" translates to "…"'
+      |
+        [^\n]{{0,200}}?\btranslation\s+of\b[^\n]{{0,200}}?\b(?:is|reads)\s*:?\s*(?=["“‘«'])
+                                          # 'The translation of "…" is: "…"'
+      |
+        (?:the\s+)?answer\s+is\s*:\s*(?=["“‘«'])   # 'The answer is: "…"' (small models)
     )\s*""",
     re.IGNORECASE | re.VERBOSE,
 )
@@ -77,7 +82,7 @@ def _balanced(inner: str, open_q: str, close_q: str) -> bool:
     if open_q == close_q:
         if open_q == "'":  # apostrophes ("it's") are common; reject only 'a' and 'b'
             return "' " not in inner and " '" not in inner
-        return inner.count(open_q) % 2 == 0
+        return open_q not in inner  # "a," he said, "b." is two quotes, not one pair
     depth = 0
     i = 0
     while i < len(inner):
@@ -95,7 +100,8 @@ def _balanced(inner: str, open_q: str, close_q: str) -> bool:
 
 
 def _strip_quotes(text: str) -> tuple[str, str]:
-    """Remove one wrapping quote pair (a final ``.`` outside the quotes is kept)."""
+    """Remove one wrapping quote pair (a final ``.`` outside the quotes is kept), or an opening
+    quote that is never closed."""
     for open_q, close_q in _QUOTES:
         if not text.startswith(open_q):
             continue
@@ -105,6 +111,9 @@ def _strip_quotes(text: str) -> tuple[str, str]:
                 inner = text[len(open_q) : len(text) - len(end)]
                 if inner.strip() and _balanced(inner, open_q, close_q):
                     return inner.strip() + tail, open_q + close_q
+        unclosed = text.count(open_q) == 1 if open_q == close_q else close_q not in text
+        if unclosed and open_q != "'" and len(text) > len(open_q):  # cut off: '"The dog sl'
+            return text[len(open_q) :].strip(), open_q
     return text, ""
 
 

@@ -54,6 +54,21 @@ def test_paper_bad_case_keeps_inner_quotes():
             "It's raining.",
             "Let me know",
         ),
+        # SmolLM2-135M's habits, seen in the demo translation store
+        ('The answer is: "Who led the Panthers?"', "Who led the Panthers?", "The answer is:"),
+        (
+            'The translation of "Wer führte die Panthers an?" is: "Who led the Panthers?"',
+            "Who led the Panthers?",
+            "The translation of",
+        ),
+        (
+            'The question is in German, translated into English as "Who led the Panthers?"',
+            "Who led the Panthers?",
+            "translated into English as",
+        ),
+        ("In English: The dog sleeps.", "The dog sleeps.", "In English:"),
+        ('"The dog sl', "The dog sl", '"'),  # cut off by max_new_tokens: no closing quote
+        ("„Der Hund", "Der Hund", "„"),
     ],
 )
 def test_meta_text_is_removed(noisy, clean, removed_part):
@@ -72,6 +87,9 @@ def test_meta_text_is_removed(noisy, clean, removed_part):
         "The meeting starts at 10:30.",
         "He said: here is the key.",
         "It's fine.",
+        "The answer is: 42.",
+        "'s-Hertogenbosch is a city.",
+        '"Yes," she said, "it is."',
     ],
 )
 def test_clean_translations_are_untouched(text):
