@@ -8,7 +8,7 @@ question) it times
 - LiRA: ``LiRAModel.encode(texts, langs)`` (store look-up, Actor selection, backbone on the
   chosen translation, Arca g + Adaptor, fusion head),
 - the floor: backbone ``encode`` on the chosen translations + one forward of the
-  multilingual encoder g on the sources,
+  multilingual encoder g on the sources, both batched by length as the encoders do,
 
 and prints overhead = LiRA / floor (target <= 1.10). The Actor's candidate features use the
 backbone's input-embedding stream (a table look-up, no transformer pass), so the overhead is
@@ -93,11 +93,13 @@ def main() -> None:
     def lira() -> None:
         model.encode(src, langs, kind="query", batch_size=bs)
 
+    by_len = sorted(src, key=len, reverse=True)  # the floor batches like lengths too
+
     def floor() -> None:
         model.backbone.encode(chosen, kind="query", batch_size=bs)
         with torch.no_grad():
-            for i in range(0, len(src), bs):
-                model.arca.encoder(src[i : i + bs])
+            for i in range(0, len(by_len), bs):
+                model.arca.encoder(by_len[i : i + bs])
 
     best = best_of({"lira": lira, "floor": floor}, args.repeats)
     t_lira, t_floor = best["lira"], best["floor"]

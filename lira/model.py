@@ -193,6 +193,7 @@ class LiRAModel(nn.Module):
         langs: Sequence[str],
         e_lr: Tensor | None = None,
         train: bool = False,
+        batch_size: int = 32,
     ) -> list[str]:
         """The text the backbone embeds for each input: the Actor's arg-max candidate, or the
         input itself (English input, ``use_translations=False``, or no candidate available).
@@ -210,14 +211,16 @@ class LiRAModel(nn.Module):
         if not rows:
             return chosen
         if e_lr is None:
-            e_lr = self.arca.embed_lr([texts[i] for i in rows])
+            e_lr = self.arca.embed_lr([texts[i] for i in rows], batch_size)
         else:
             e_lr = e_lr[rows]
-        for i, k in zip(rows, self._select(e_lr, [cands[i] for i in rows])):
+        for i, k in zip(rows, self._select(e_lr, [cands[i] for i in rows], batch_size)):
             chosen[i] = cands[i][k].text
         return chosen
 
-    def _select(self, e_lr: Tensor, cands: list[list[Candidate]]) -> list[int]:
+    def _select(
+        self, e_lr: Tensor, cands: list[list[Candidate]], batch_size: int = 32
+    ) -> list[int]:
         """Arca's evaluation rule: arg-max of the Actor over c_k = [s, e, p, sim_k] (Eq. 6)."""
         from arca.model import ArcaModel, pad_candidates
 
@@ -225,7 +228,7 @@ class LiRAModel(nn.Module):
             return [0] * len(cands)
         scores, mask, cand_texts, slot = pad_candidates(cands)
         b, k = mask.shape
-        e_c = self.arca.embed_en(cand_texts)  # [N, d]
+        e_c = self.arca.embed_en(cand_texts, batch_size)  # [N, d]
         e_en = e_c.new_zeros(b * k, e_c.shape[-1]).index_copy(0, slot, e_c).view(b, k, -1)
         sim = torch.nn.functional.cosine_similarity(e_lr.float().unsqueeze(1), e_en, dim=-1)
         feats = ArcaModel.features(
@@ -242,8 +245,10 @@ class LiRAModel(nn.Module):
         langs: Sequence[str] | None = None,
         kind: str = "query",
         train: bool = False,
+        batch_size: int | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """(E_en [B, d_en], E_lr [B, d_lr]) of a batch (E_lr zero when g is ablated)."""
+        """(E_en [B, d_en], E_lr [B, d_lr]) of ``texts`` (E_lr zero when g is ablated); the
+        encoders run in batches of ``batch_size`` (default: all texts at once)."""
         if kind not in ("query", "document"):
             raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
         texts = list(texts)
@@ -254,14 +259,11 @@ class LiRAModel(nn.Module):
             )
         lc = self.lasr_cfg
         need_lr = lc.use_multilingual_encoder or (lc.use_translations and lc.use_embedding_critic)
-        e_lr = self.arca.embed_lr(texts).float().cpu() if need_lr and texts else None
-        english = self.english_texts(texts, langs, e_lr, train)
+        bs = batch_size or max(len(texts), 1)
+        e_lr = self.arca.embed_lr(texts, bs).float().cpu() if need_lr and texts else None
+        english = self.english_texts(texts, langs, e_lr, train, batch_size=bs)
         e_en = torch.as_tensor(
-            np.asarray(
-                self.backbone.encode(
-                    english, langs=None, kind=kind, batch_size=max(len(english), 1)
-                )
-            )
+            np.asarray(self.backbone.encode(english, langs=None, kind=kind, batch_size=bs))
         ).float()
         if not lc.use_multilingual_encoder or e_lr is None:
             e_lr = torch.zeros(len(texts), self.d_lr)
@@ -294,13 +296,23 @@ class LiRAModel(nn.Module):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         was_training = self.head.training
         self.head.eval()
-        out = []
-        for i in range(0, len(texts), batch_size):
-            e_en, e_lr = self.streams(texts[i : i + batch_size], langs[i : i + batch_size], kind)
-            dev = next(self.head.parameters()).device
-            out.append(self.head(e_en.to(dev), e_lr.to(dev)).float().cpu())
+        # Each chunk of many batches: the encoders sort it by length (little padding), the
+        # selected translations are batched by their own length, memory stays bounded.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        chunk = batch_size * 16
+        z = torch.zeros(len(texts), self.d_en)
+        dev = next(self.head.parameters()).device
+        for s in range(0, len(texts), chunk):
+            idx = order[s : s + chunk]
+            sub, sub_langs = [texts[i] for i in idx], [langs[i] for i in idx]
+            e_en, e_lr = self.streams(sub, sub_langs, kind, batch_size=batch_size)
+            for b in range(0, len(idx), batch_size):
+                z[idx[b : b + batch_size]] = (
+                    self.head(e_en[b : b + batch_size].to(dev), e_lr[b : b + batch_size].to(dev))
+                    .float()
+                    .cpu()
+                )
         self.head.train(was_training)
-        z = torch.cat(out) if out else torch.zeros(0, self.d_en)
         return z.numpy() if convert_to_numpy else z
 
     def as_sentence_encoder(self, lang: str | None = None) -> SentenceEncoderAdapter:

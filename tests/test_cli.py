@@ -35,3 +35,15 @@ def test_bad_override_is_a_clear_error_with_exit_code_2(tmp_path, capsys):
     code = main(["arca", str(cfg), "arca.pool_size=0"])
     assert code == 2
     assert "arca.pool_size" in capsys.readouterr().err
+
+
+def test_overrides_after_options_are_overrides_and_stray_words_an_error(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("arca:\n  steps: 3\n")
+    code = main(["arca", str(cfg), "--output-dir", str(tmp_path / "o"), "arca.pool_size=0"])
+    assert code == 2
+    assert "arca.pool_size" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        main(["arca", str(cfg), "--output-dir", str(tmp_path / "o"), "--bogus"])
+    assert exc.value.code == 2
+    assert "unrecognized arguments: --bogus" in capsys.readouterr().err

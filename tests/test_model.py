@@ -67,6 +67,12 @@ def test_encode_normalised_numpy_and_torch_and_errors(stack):
     assert np.allclose(np.linalg.norm(z, axis=1), 1.0, atol=1e-5)
     zt = model.encode(DE, ["de", "de"], convert_to_numpy=False)
     assert isinstance(zt, torch.Tensor) and np.allclose(zt.numpy(), z[:2], atol=1e-6)
+    # encode batches by length internally: every row still belongs to its own text
+    mixed, langs = [EN[1], DE[0], EN[0], DE[1]], ["en", "de", "en", "de"]
+    one_by_one = np.concatenate([model.encode([t], [g]) for t, g in zip(mixed, langs)])
+    batched = model.encode(mixed, langs, batch_size=1)
+    assert np.allclose(batched, one_by_one, atol=1e-5)
+    assert np.allclose(batched[[1, 3, 2, 0]], z, atol=1e-5)
     with pytest.raises(TypeError, match="list of texts"):
         model.encode("one string")
     with pytest.raises(ValueError, match="one lang per text"):
