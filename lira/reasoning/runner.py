@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 INSTRUCTIONS = {
     "mgsm": "Solve the problem step by step. End with 'The answer is N.' where N is a number.",
-    "xcsqa": "Answer with the letter of the correct choice. End with 'The answer is X.'",
+    "xcsqa": "Reply with the letter (A, B, C, D or E) of the correct choice.",
 }
 
 
