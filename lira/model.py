@@ -306,12 +306,7 @@ class LiRAModel(nn.Module):
             idx = order[s : s + chunk]
             sub, sub_langs = [texts[i] for i in idx], [langs[i] for i in idx]
             e_en, e_lr = self.streams(sub, sub_langs, kind, batch_size=batch_size)
-            for b in range(0, len(idx), batch_size):
-                z[idx[b : b + batch_size]] = (
-                    self.head(e_en[b : b + batch_size].to(dev), e_lr[b : b + batch_size].to(dev))
-                    .float()
-                    .cpu()
-                )
+            z[idx] = self.head(e_en.to(dev), e_lr.to(dev)).float().cpu()  # a few-token head
         self.head.train(was_training)
         return z.numpy() if convert_to_numpy else z
 
