@@ -128,3 +128,18 @@ def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
     assert np.abs(got - want).max() < 1e-6
     with pytest.raises(FileNotFoundError, match="not a LiRA model folder"):
         LiRAModel.from_pretrained(tmp_path)
+
+
+def test_lasr_streams_never_use_train_only_references(stack):
+    """LaSR trains on the translations inference sees: gold (train-only) English is Arca's anchor."""
+    from lasr.trainer import build_bank
+
+    model, store, _ = stack
+    gold = next(t for t in model.translation_cfg.mt_translators if t.train_only)
+    store.add_reference(gold, [("Wer gewann?", "de", "The weather is nice in Paris.", None)])
+    assert model.english_texts(["Wer gewann?"], ["de"], train=True) == [
+        "The weather is nice in Paris."
+    ]
+    bank = build_bank(model, ["q"], ["Wer gewann?"], ["de"], "query", batch_size=4)
+    untranslated = torch.as_tensor(model.backbone.encode(["Wer gewann?"], kind="query"))
+    assert torch.allclose(bank.e_en, untranslated, atol=1e-5)
