@@ -484,6 +484,23 @@ def _lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def _own_rng() -> Iterator[None]:
+    """Run a builder (which seeds globally) and restore Python's, NumPy's and torch's RNG state."""
+    import random
+
+    import numpy as np
+    import torch
+
+    py, npy = random.getstate(), np.random.get_state()
+    with torch.random.fork_rng(devices=[]):
+        try:
+            yield
+        finally:
+            random.setstate(py)
+            np.random.set_state(npy)
+
+
 def _build(name: str, root: Path) -> Path:
     """Build ``name`` into ``root/name`` atomically unless a current build is already there."""
     final = root / name
@@ -498,7 +515,8 @@ def _build(name: str, root: Path) -> Path:
         start = time.perf_counter()
         logger.info("building demo model %s into %s", name, final)
         try:
-            BUILDERS[name](tmp)
+            with _own_rng():  # a cold cache must not change the caller's random stream
+                BUILDERS[name](tmp)
             meta = {"name": name, "version": VERSIONS[name], "seed": SEED}
             (tmp / STAMP).write_text(json.dumps(meta, indent=2), encoding="utf-8")
             old = root / f".{name}.old-{os.getpid()}"

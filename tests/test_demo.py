@@ -122,6 +122,22 @@ def test_build_is_deterministic(demo_cache, tmp_path, name):
     assert _digest(fresh) == _digest(demo_cache / name)
 
 
+def test_a_cold_build_leaves_the_callers_random_streams_alone(tmp_path):
+    """Seeded training after a cache miss draws what it draws after a cache hit."""
+    import random
+
+    import numpy as np
+
+    def draws() -> tuple:
+        return random.random(), float(np.random.rand()), torch.rand(3).tolist()
+
+    random.seed(7), np.random.seed(7), torch.manual_seed(7)
+    want = draws()
+    random.seed(7), np.random.seed(7), torch.manual_seed(7)
+    demo.demo_folder("backbone", tmp_path)  # builds: the builder seeds and trains globally
+    assert draws() == want
+
+
 def test_marian_training_is_deterministic(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
