@@ -244,11 +244,10 @@ class LiRAModel(nn.Module):
         texts: Sequence[str],
         langs: Sequence[str] | None = None,
         kind: str = "query",
-        train: bool = False,
         batch_size: int | None = None,
     ) -> tuple[Tensor, Tensor]:
-        """(E_en [B, d_en], E_lr [B, d_lr]) of ``texts`` (E_lr zero when g is ablated); the
-        encoders run in batches of ``batch_size`` (default: all texts at once)."""
+        """(E_en [B, d_en], E_lr [B, d_lr]) of ``texts`` at inference selection (E_lr zero when
+        g is ablated); the encoders run in batches of ``batch_size`` (default: all at once)."""
         if kind not in ("query", "document"):
             raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
         texts = list(texts)
@@ -261,7 +260,7 @@ class LiRAModel(nn.Module):
         need_lr = lc.use_multilingual_encoder or (lc.use_translations and lc.use_embedding_critic)
         bs = batch_size or max(len(texts), 1)
         e_lr = self.arca.embed_lr(texts, bs).float().cpu() if need_lr and texts else None
-        english = self.english_texts(texts, langs, e_lr, train, batch_size=bs)
+        english = self.english_texts(texts, langs, e_lr, batch_size=bs)
         e_en = torch.as_tensor(
             np.asarray(self.backbone.encode(english, langs=None, kind=kind, batch_size=bs))
         ).float()
