@@ -1,9 +1,15 @@
-"""The shared Adaptor A that maps both token paths into one space (LiRA paper 004, Eq. 4, App. D.1).
+"""The Adaptor A that maps multilingual features into the backbone's space (paper 004, App. D.1).
 
-``A = Linear(d_in -> hidden) + ReLU + LayerNorm -> Linear(hidden -> d_out)`` with d_in = d_out =
-d_h (the backbone / LLM dimension, "aligning multilingual features to the LLM embedding space").
-When d_g != d_h the multilingual side first passes through its own input projection
-``Linear(d_g -> d_h)``; the English side enters A directly (its projection is the identity).
+App. D.1: "A two-layer MLP maps R^{d_ML} -> R^512 -> R^{d_LLM}, aligning multilingual features
+to the LLM embedding space": ``A = Linear(d_g -> hidden) + ReLU + LayerNorm -> Linear(hidden ->
+d_h)`` on g's path only (``shared=False``, the default ``arca.objective: d1``); the English side
+is a fixed target of h and never passes through A.
+
+``shared=True`` keeps the literal reading of Eq. 4 (``arca.objective: shared``): one MLP
+``d_h -> hidden -> d_h`` applied to both token paths, g's side first projected by its own
+``Linear(d_g -> d_h)`` when d_g != d_h. Trained on both sides, Eq. 5 is then minimised by a
+constant output (measured: matched and shuffled pairs reach the same cosine).
+
 Sentence vectors are the mean over the S bins: E = mean_s A(P_S(tokens))_s.
 """
 
@@ -14,17 +20,17 @@ from torch import nn
 
 
 class Adaptor(nn.Module):
-    """Shared two-layer MLP with a per-side input projection (paper Eq. 4)."""
+    """Two-layer MLP from g's pooled bins to h's space (App. D.1); optionally shared (Eq. 4)."""
 
-    def __init__(self, d_g: int, d_h: int, hidden: int = 512) -> None:
+    def __init__(self, d_g: int, d_h: int, hidden: int = 512, shared: bool = False) -> None:
         super().__init__()
         if min(d_g, d_h, hidden) < 1:
             raise ValueError(f"Adaptor dims must be >= 1, got d_g={d_g} d_h={d_h} hidden={hidden}")
-        self.d_g, self.d_h, self.hidden = d_g, d_h, hidden
-        self.proj_g: nn.Module = nn.Linear(d_g, d_h) if d_g != d_h else nn.Identity()
-        self.proj_h: nn.Module = nn.Identity()
+        self.d_g, self.d_h, self.hidden, self.shared = d_g, d_h, hidden, shared
+        d_in = d_h if shared else d_g
+        self.proj_g: nn.Module = nn.Linear(d_g, d_h) if shared and d_g != d_h else nn.Identity()
         self.mlp = nn.Sequential(
-            nn.Linear(d_h, hidden), nn.ReLU(), nn.LayerNorm(hidden), nn.Linear(hidden, d_h)
+            nn.Linear(d_in, hidden), nn.ReLU(), nn.LayerNorm(hidden), nn.Linear(hidden, d_h)
         )
 
     @property
@@ -33,17 +39,19 @@ class Adaptor(nn.Module):
         return self.d_h
 
     def bins_g(self, pooled: torch.Tensor) -> torch.Tensor:
-        """A(G(x)) for the multilingual path: [B, S, d_g] -> [B, S, d]."""
+        """A(G(x)) for the multilingual path: [B, S, d_g] -> [B, S, d_h]."""
         return self.mlp(self.proj_g(pooled))
 
     def bins_h(self, pooled: torch.Tensor) -> torch.Tensor:
-        """A(H(y)) for the English path: [B, S, d_h] -> [B, S, d]."""
-        return self.mlp(self.proj_h(pooled))
+        """A(H(y)) for the English path of the shared reading: [B, S, d_h] -> [B, S, d_h]."""
+        if not self.shared:
+            raise RuntimeError("the D.1 Adaptor maps g only; the English side is a fixed target")
+        return self.mlp(pooled)
 
     def embed_g(self, pooled: torch.Tensor) -> torch.Tensor:
-        """E_lr = mean over bins of A(G(x)): [B, S, d_g] -> [B, d]."""
+        """E_lr = mean over bins of A(G(x)): [B, S, d_g] -> [B, d_h]."""
         return self.bins_g(pooled).mean(dim=1)
 
     def embed_h(self, pooled: torch.Tensor) -> torch.Tensor:
-        """E_en = mean over bins of A(H(y)): [B, S, d_h] -> [B, d]."""
+        """E_en = mean over bins of A(H(y)) (shared reading only): [B, S, d_h] -> [B, d_h]."""
         return self.bins_h(pooled).mean(dim=1)

@@ -1,6 +1,7 @@
 """Arca objectives as pure functions on tensors (LiRA paper 004, §4.1, Eq. 5, 7-9, App. D.1-D.2).
 
 - :func:`anchor_loss`      L_anchor = 1 - cos(E_lr, E_en)                         (Eq. 5)
+- :func:`encoder_anchor_loss` L_enc = 1 - cos(E_lr, sg(T(y))), fixed English target  (App. D.1)
 - :func:`anchor_contrast_loss` optional in-batch InfoNCE against Adaptor collapse (not in the paper)
 - :func:`composite_reward` R_k = 0.1 (alpha s_k + beta e_k + gamma p_k) + delta sim_k (Eq. 7)
 - :func:`reinforce_loss`   L_RL = -log pi(a | c) (R_a - b)                          (Eq. 8)
@@ -26,6 +27,16 @@ def anchor_loss(e_lr: torch.Tensor, e_en: torch.Tensor) -> torch.Tensor:
     if e_lr.shape != e_en.shape:
         raise ValueError(f"e_lr {tuple(e_lr.shape)} and e_en {tuple(e_en.shape)} must match")
     return (1.0 - F.cosine_similarity(e_lr, e_en, dim=-1)).mean()
+
+
+def encoder_anchor_loss(e_lr: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """L_enc = 1 - cos(E_lr, sg(T(y))) against a fixed target (paper 004, App. D.1).
+
+    App. D.1 writes L_enc = -cos(pool(Adaptor(Enc_ML(x))), pool(Emb_LLM(y))); the constant 1
+    only shifts it onto Eq. 5's scale. The target T(y) is detached: only g's path (g and the
+    Adaptor) moves, so a constant Adaptor output cannot minimise it. e_lr, target: [B, D].
+    """
+    return anchor_loss(e_lr, target.detach())
 
 
 def anchor_contrast_loss(e_lr: torch.Tensor, e_en: torch.Tensor, tau: float = 0.05) -> torch.Tensor:

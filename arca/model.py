@@ -1,7 +1,13 @@
-"""``ArcaModel``: encoder g + shared Adaptor + Actor, with the frozen backbone h beside it.
+"""``ArcaModel``: encoder g + Adaptor + Actor, with the frozen backbone h beside it.
 
-Paper 004 §4.1: E_lr = mean_s A(P_S(g_tok(x))) and E_en = mean_s A(P_S(h_tok(y))) (Eq. 3-4),
-the Actor picks one English candidate per source from c_k = [s_k, e_k, p_k, sim_k] (Eq. 6).
+Paper 004 §4.1 / App. D.1: E_lr = mean_s A(P_S(g_tok(x))) is anchored to a fixed English
+target T(y) of h (``arca.objective: d1``, the default): h's sentence embedding of y for
+retrieval (``arca.anchor_target: sentence``), or the S pooled bins of h's token stream,
+flattened, for reasoning (``bins``; E_lr is then the flattened A(P_S(g(x))) bins). With
+``arca.objective: shared`` (Eq. 4 read literally) E_en = mean_s A(P_S(h_tok(y))) goes through the
+same Adaptor. The Actor picks one English candidate per source from c_k = [s_k, e_k, p_k, sim_k],
+sim_k = cos(E_lr, E_en(y_k)) in the anchor space (Eq. 6). h is frozen, so its targets are
+computed once per text and memoised.
 
 Checkpoint folder (``save_pretrained`` / :func:`load_arca`), readable without the trainer::
 
@@ -40,13 +46,12 @@ from arca.adaptor import Adaptor
 from arca.pooling import temporal_pool
 from lira.checkpoint import read_meta
 from lira.config import ArcaConfig, ModelsConfig, from_dict, to_dict
-from lira.translation.types import Candidate
+from lira.translation.types import NEUTRAL_SCORE, Candidate
 
 log = logging.getLogger(__name__)
 
 FORMAT = "arca-v1"
 CONFIG_NAME = "arca_config.json"
-NEUTRAL_SCORE = 5.5
 
 
 def candidate_scores(cand: Candidate) -> tuple[float, float, float]:
@@ -102,6 +107,7 @@ class ArcaModel(nn.Module):
         """A :class:`arca.encoders.GEmbeddingCache`, used while g is frozen (attach_g_cache)."""
         self.nan_guards = 0
         """Token streams in which non-finite values were replaced (torch.nan_to_num)."""
+        self._targets: dict[str, Tensor] = {}  # text -> fixed English target (h is frozen)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -118,7 +124,12 @@ class ArcaModel(nn.Module):
 
             backbone = backbone if backbone is not None else load_backbone(models_cfg)
             encoder = encoder if encoder is not None else load_encoder(models_cfg)
-        adaptor = Adaptor(int(encoder.dim), int(backbone.dim), arca_cfg.adaptor_hidden)
+        adaptor = Adaptor(
+            int(encoder.dim),
+            int(backbone.dim),
+            arca_cfg.adaptor_hidden,
+            shared=arca_cfg.objective == "shared",
+        )
         return cls(encoder, adaptor, Actor(), arca_cfg, models_cfg, backbone)
 
     @property
@@ -188,10 +199,52 @@ class ArcaModel(nn.Module):
         tokens = self._guard(tokens.detach().to(dev).float())
         return temporal_pool(tokens, mask.to(dev), self.pool_size)
 
+    @torch.no_grad()
+    def english_targets(self, texts: Sequence[str]) -> Tensor:
+        """The fixed anchor target T(y) of each text (objective d1): [N, D] (memoised).
+
+        ``anchor_target: sentence``: h's sentence embedding (its pooling and query prompt),
+        D = d_h; ``bins``: P_S(h_tok(y)) flattened, D = S * d_h.
+        """
+        texts = list(texts)
+        todo = list(dict.fromkeys(t for t in texts if t not in self._targets))
+        if todo:
+            if self.backbone is None:
+                raise RuntimeError("this ArcaModel has no backbone; pass backbone= when loading it")
+            if self.arca_cfg.anchor_target == "sentence":
+                vecs = torch.as_tensor(self.backbone.encode(todo, kind="query")).float()
+            else:
+                vecs = self.pooled_english(todo).flatten(1).float().cpu()
+            for t, v in zip(todo, vecs):
+                self._targets[t] = v
+        dev = self._device()
+        if not texts:
+            return torch.zeros(0, self.anchor_dim, device=dev)
+        return torch.stack([self._targets[t] for t in texts]).to(dev)
+
+    @property
+    def anchor_dim(self) -> int:
+        """D: dimension of the anchor space (d_h, or S * d_h for the bins target)."""
+        bins = self.arca_cfg.objective == "d1" and self.arca_cfg.anchor_target == "bins"
+        return self.dim * (self.pool_size if bins else 1)
+
+    def english_inputs(self, texts: Sequence[str]) -> Tensor:
+        """What :meth:`forward` takes for the candidates: fixed targets [N, D] (d1) or pooled
+        token streams [N, S, d_h] (shared)."""
+        if self.arca_cfg.objective == "shared":
+            return self.pooled_english(texts)
+        return self.english_targets(texts)
+
+    def anchor_lr(self, pooled: Tensor) -> Tensor:
+        """E_lr in the anchor space from P_S(g(x)) [B, S, d_g]: [B, D]."""
+        if self.arca_cfg.objective == "d1" and self.arca_cfg.anchor_target == "bins":
+            return self.adaptor.bins_g(pooled).flatten(1)
+        return self.adaptor.embed_g(pooled)
+
     def forward(
         self,
         texts: Sequence[str],
-        en_pooled: Tensor,
+        en_inputs: Tensor,
         scores: Tensor,
         mask: Tensor,
         slot: Tensor,
@@ -200,13 +253,16 @@ class ArcaModel(nn.Module):
     ) -> dict[str, Tensor]:
         """One Arca pass (all trainable computation, so DDP sees it).
 
-        texts: B sources; en_pooled: [N, S, d_h] pooled candidates; scores: [B, K, 3];
-        mask: [B, K]; slot: [N] flat index b*K+k of each candidate. Returns e_lr [B, d],
-        e_en [B, K, d], sim [B, K] (detached) and logits [B, K].
+        texts: B sources; en_inputs: :meth:`english_inputs` of the N candidates; scores:
+        [B, K, 3]; mask: [B, K]; slot: [N] flat index b*K+k of each candidate. Returns e_lr
+        [B, D], e_en [B, K, D] (anchor space), sim [B, K] (detached) and logits [B, K].
         """
         b, k = mask.shape
-        e_lr = self.adaptor.embed_g(self.pooled_sources(texts))  # [B, d]
-        e_flat = self.adaptor.embed_h(en_pooled)  # [N, d]
+        e_lr = self.anchor_lr(self.pooled_sources(texts))  # [B, D]
+        if self.arca_cfg.objective == "shared":
+            e_flat = self.adaptor.embed_h(en_inputs)  # [N, D]
+        else:
+            e_flat = en_inputs.to(e_lr.device).float()  # [N, D], fixed target
         e_en = e_flat.new_zeros(b * k, e_flat.shape[-1]).index_copy(
             0, slot.to(e_flat.device), e_flat
         )
@@ -247,16 +303,6 @@ class ArcaModel(nn.Module):
         return self.bins_lr(list(texts), batch_size).mean(dim=1)
 
     @torch.no_grad()
-    def embed_en(self, texts: Sequence[str], batch_size: int = 32) -> Tensor:
-        """E_en = mean_s A(H(y)) through the backbone token stream: [N, d] (not normalised)."""
-        texts = list(texts)
-        out = [
-            self.adaptor.embed_h(self.pooled_english(texts[i : i + batch_size])).float().cpu()
-            for i in range(0, len(texts), batch_size)
-        ]
-        return torch.cat(out) if out else torch.zeros(0, self.dim)
-
-    @torch.no_grad()
     def select(
         self,
         texts: Sequence[str] | Tensor,
@@ -273,25 +319,42 @@ class ArcaModel(nn.Module):
             feats = texts.to(self._device())
             mask = candidates if isinstance(candidates, Tensor) else None
             return self.actor.select(feats, None if mask is None else mask.to(feats.device))
+        if candidates is None or isinstance(candidates, Tensor):
+            raise ValueError("select(texts, candidates) needs one candidate list per text")
+        return self.pick(texts, candidates, use_llm_critic, use_embedding_critic)[0]
+
+    @torch.no_grad()
+    def pick(
+        self,
+        texts: Sequence[str],
+        candidates: Sequence[Sequence[Candidate]],
+        use_llm_critic: bool = True,
+        use_embedding_critic: bool = True,
+    ) -> tuple[list[int], Tensor]:
+        """Arca's evaluation rule: the arg-max of the Actor per source, and the chosen
+        candidate's c_k = [s, e, p, sim] (Eq. 6; [B, 4], before the ablations' masking)."""
         texts = list(texts)
-        if candidates is None or len(candidates) != len(texts):
+        if len(candidates) != len(texts):
             raise ValueError("select(texts, candidates) needs one candidate list per text")
         empty = [i for i, c in enumerate(candidates) if not c]
         if empty:
             raise ValueError(f"sources {empty[:5]} have no candidate; drop them before select")
         if not texts:
-            return []
+            return [], torch.zeros(0, 4)
         scores, mask, cand_texts, slot = pad_candidates(candidates)
         out = self(
             texts,
-            self.pooled_english(cand_texts),
+            self.english_inputs(cand_texts),
             scores,
             mask,
             slot,
             use_llm_critic,
             use_embedding_critic,
         )
-        return out["logits"].argmax(dim=-1).tolist()
+        idx = out["logits"].argmax(dim=-1)  # [B]
+        rows = torch.arange(len(texts), device=idx.device)
+        chosen = torch.cat([scores.to(idx.device), out["sim"].unsqueeze(-1)], -1)[rows, idx]
+        return idx.tolist(), chosen.float().cpu()  # [B, 4]
 
     # ------------------------------------------------------------------ persistence
     def encoder_mode(self) -> str:
@@ -371,7 +434,8 @@ class ArcaModel(nn.Module):
                 encoder.model = PeftModel.from_pretrained(encoder.model, str(path / "encoder"))
         if backbone is None and load_backbone_model:
             backbone = load_backbone(models_cfg)
-        adaptor = Adaptor(meta["d_g"], meta["d_h"], arca_cfg.adaptor_hidden)
+        shared = arca_cfg.objective == "shared"
+        adaptor = Adaptor(meta["d_g"], meta["d_h"], arca_cfg.adaptor_hidden, shared=shared)
         model = cls(encoder, adaptor, Actor(), arca_cfg, models_cfg, backbone)
         model.adaptor.load_state_dict(load_file(str(path / "adaptor.safetensors")))
         model.actor.load_state_dict(load_file(str(path / "actor.safetensors")))

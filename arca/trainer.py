@@ -2,12 +2,15 @@
 
 One optimisation step (``grad_accum`` micro-batches of ``batch_size`` sources per process):
 
-1. E_lr = mean_s A(P_S(g_tok(x))) for the sources, E_en(y_k) = mean_s A(P_S(h_tok(y_k))) for
-   every candidate (h frozen, token stream ``arca.backbone_stream``, no grad);
+1. E_lr = mean_s A(P_S(g_tok(x))) for the sources and, for every candidate, the fixed English
+   target E_en(y_k) = T(y_k) of the frozen h (``arca.objective: d1``, App. D.1: h's sentence
+   embedding, or its pooled token bins for reasoning; memoised, no grad) — or, with
+   ``objective: shared`` (Eq. 4), E_en(y_k) = mean_s A(P_S(h_tok(y_k))) through the same Adaptor;
 2. c_k = [s_k, e_k, p_k, sim_k], pi = softmax(Actor(c)), a ~ pi (Eq. 6);
 3. R_k (Eq. 7), L_RL (Eq. 8, baseline ``arca.reward_baseline``), L_anchor = 1 - cos(E_lr,
-   E_en(y_a)) against the *sampled* candidate (App. D.1), L = L_RL + eta L_anchor (Eq. 9);
-   with ``arca.anchor_contrast`` > 0 (not the paper) an in-batch InfoNCE term joins L_anchor;
+   E_en(y_a)) against the *sampled* candidate (App. D.1: L_enc with a fixed target), L = L_RL +
+   eta L_anchor (Eq. 9); with ``arca.anchor_contrast`` > 0 (not the paper) an in-batch InfoNCE
+   term joins L_anchor (the shared reading needs it against collapse; d1 does not);
 4. one gradient clip (1.0) over all trainable parameters, then the three Adam optimizers
    (Actor, encoder g, Adaptor) step.
 
@@ -29,9 +32,13 @@ position is a function of the step, so ``--resume`` continues exactly where the 
 Learning rates are constant (the paper names no schedule), so there is no scheduler state.
 
 Checkpoints: ``<out>/step-XXXXXXXX/`` (atomic) = the ArcaModel folder (see :mod:`arca.model`)
-+ ``trainer_state.pt`` (optimizers, step, EMA baseline, counters, selection totals, history)
-+ ``rng.pt`` (the RNG states of every process); ``<out>/final/`` = the model folder +
-``metrics.json``. The last ``keep_checkpoints`` step folders are kept.
++ ``trainer_state.{safetensors,json}`` (:func:`lira.checkpoint.save_state`, no pickle: optimizers,
+step, EMA baseline, counters, selection totals, history, the RNG states of every process) +
+``run_fingerprint.json`` (the config values that shape training, :func:`arca_fingerprint`);
+``<out>/final/`` = the model folder + ``metrics.json``. The last ``keep_checkpoints`` step
+folders are kept. ``--resume`` refuses a checkpoint written with another fingerprint (naming
+the changed keys); a fresh run removes the step folders a previous run left and starts
+``log.jsonl`` anew; a resumed one drops the log rows past its checkpoint's step.
 """
 
 from __future__ import annotations
@@ -41,7 +48,6 @@ import dataclasses
 import json
 import logging
 import math
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -58,6 +64,7 @@ from arca.losses import (
     anchor_loss,
     arca_loss,
     composite_reward,
+    encoder_anchor_loss,
     epsilon1,
     epsilon2,
     masked_mean,
@@ -65,7 +72,28 @@ from arca.losses import (
     reward_baseline,
 )
 from arca.model import ArcaModel, load_arca, pad_candidates
-from lira.checkpoint import atomic_dir, latest_checkpoint, rng_state, set_rng_state, step_dir
+from lira.baselines.trainer import (
+    check_fingerprint,
+    clear_previous_run,
+    models_fields,
+    run_fingerprint,
+    translation_fields,
+    write_fingerprint,
+)
+from lira.checkpoint import (
+    CheckpointError,
+    atomic_dir,
+    dumps_json,
+    latest_checkpoint,
+    load_state,
+    prune_checkpoints,
+    rng_state,
+    save_state,
+    set_rng_state,
+    step_dir,
+    step_of,
+    write_json,
+)
 from lira.config import ArcaConfig, ConfigError, RunConfig
 from lira.translation.types import Candidate
 
@@ -151,6 +179,7 @@ class ArcaTrainer:
         accelerator: Any = None,
         eval_candidate_fn: CandidateFn | None = None,
         keep_checkpoints: int = 2,
+        fingerprint: dict[str, Any] | None = None,
     ) -> None:
         from accelerate import Accelerator
         from accelerate.utils import DistributedDataParallelKwargs
@@ -160,6 +189,11 @@ class ArcaTrainer:
         self.candidate_fn = candidate_fn
         self.eval_candidate_fn = eval_candidate_fn or candidate_fn
         self.keep_checkpoints = keep_checkpoints
+        self.fingerprint = fingerprint or run_fingerprint("arca", {"arca": cfg}, ARCA_UNSHAPING)
+        """Stored in every checkpoint; ``--resume`` refuses a checkpoint with another one."""
+        self.replay_eval = False
+        """True when a fresh run evaluated ``eval_items`` before training (``lira arca``
+        does): a resume then replays that evaluation's target memo fill first."""
         self.accelerator = accelerator or Accelerator(
             mixed_precision=cfg.mixed_precision,
             cpu=_cpu_distributed(),
@@ -269,9 +303,9 @@ class ArcaTrainer:
         texts = [it.source for it in items]
         scores, mask, cand_texts, slot = pad_candidates(cands)
         guards = model.nan_guards
-        en_pooled = model.pooled_english(cand_texts)  # [N, S, d_h], no grad
+        en_inputs = model.english_inputs(cand_texts)  # [N, D] targets or [N, S, d_h], no grad
         with acc.autocast():
-            out = self.net(texts, en_pooled, scores, mask, slot)
+            out = self.net(texts, en_inputs, scores, mask, slot)
         logits = out["logits"].float()  # [B, K]
         mask = mask.to(logits.device)
         log_probs = torch.log_softmax(logits, dim=-1)
@@ -284,7 +318,8 @@ class ArcaTrainer:
         rows = torch.arange(len(items), device=logits.device)
         e_lr = out["e_lr"].float()  # [B, d]
         e_sel = out["e_en"].float()[rows, actions]  # [B, d]
-        l_anchor = anchor_loss(e_lr, e_sel)
+        fixed = cfg.objective == "d1"
+        l_anchor = encoder_anchor_loss(e_lr, e_sel) if fixed else anchor_loss(e_lr, e_sel)
         l_contrast = (
             anchor_contrast_loss(e_lr, e_sel, cfg.anchor_tau)
             if cfg.anchor_contrast > 0 and len(items) > 1
@@ -381,7 +416,7 @@ class ArcaTrainer:
                 log.info("Arca %s", json.dumps(_rounded(row)))
                 self.output_dir.mkdir(parents=True, exist_ok=True)
                 with open(self.output_dir / "log.jsonl", "a", encoding="utf-8") as f:
-                    f.write(json.dumps({**row, "counters": dict(self.counters)}) + "\n")
+                    f.write(dumps_json({**row, "counters": dict(self.counters)}, None) + "\n")
         return row
 
     def _merge_selection(self) -> None:
@@ -405,15 +440,25 @@ class ArcaTrainer:
     def train(self, resume: bool = False, stop_after: int | None = None) -> dict[str, Any]:
         """Run to ``arca.steps`` (continuing from the last checkpoint when ``resume``)."""
         cfg = self.cfg
-        if resume:
-            last = latest_checkpoint(self.output_dir)
-            if last is not None:
-                self.load_checkpoint(last)
-                log.info("Arca: resumed from %s (step %d)", last, self.step)
-            else:
+        last = latest_checkpoint(self.output_dir) if resume else None
+        if last is not None:
+            check_fingerprint(last, self.fingerprint, "Arca")
+            if (step_of(last) or 0) > cfg.steps:
+                raise CheckpointError(
+                    f"cannot resume Arca from {last}: it is past arca.steps={cfg.steps}; set "
+                    f"arca.steps >= {step_of(last)}, or run without --resume to start over"
+                )
+            self.load_checkpoint(last)
+            self._rebuild_target_memo()
+            log.info("Arca: resumed from %s (step %d)", last, self.step)
+        elif self.step == 0:
+            if resume:
                 log.info(
                     "Arca: --resume given but no checkpoint in %s; starting fresh", self.output_dir
                 )
+            self._start_fresh()
+        if self.accelerator.is_main_process:
+            self._trim_log()
         start = time.perf_counter()
         while self.step < cfg.steps:
             self.train_step()
@@ -461,7 +506,7 @@ class ArcaTrainer:
             chunk, cands = [chunk[j] for j in keep], [cands[j] for j in keep]
             texts = [it.source for it in chunk]
             scores, mask, cand_texts, slot = pad_candidates(cands)
-            out = model(texts, model.pooled_english(cand_texts), scores, mask, slot)
+            out = model(texts, model.english_inputs(cand_texts), scores, mask, slot)
             idx = out["logits"].argmax(-1)  # [B]
             rows = torch.arange(len(chunk), device=idx.device)
             e_lr, e_sel = out["e_lr"].float(), out["e_en"].float()[rows, idx]
@@ -503,31 +548,105 @@ class ArcaTrainer:
                         n: o.state_dict() for n, o in zip(self.opt_names, self.optimizers)
                     },
                     "world": self.world,
+                    "rngs": rngs,
                 }
-                torch.save(state, tmp / "trainer_state.pt")
-                torch.save(rngs, tmp / "rng.pt")
-            self._prune()
+                save_state(tmp, state)  # safetensors + JSON: nothing in it can run code
+                write_fingerprint(tmp, self.fingerprint)
+            prune_checkpoints(self.output_dir, self.keep_checkpoints, protect=path)
         acc.wait_for_everyone()
 
-    def _prune(self) -> None:
-        steps = sorted(p for p in self.output_dir.glob("step-*") if p.is_dir())
-        for old in steps[: max(len(steps) - self.keep_checkpoints, 0)]:
-            shutil.rmtree(old, ignore_errors=True)
+    def _rebuild_target_memo(self) -> None:
+        """Exact resume: refill the model's memo of fixed English targets (objective d1) with
+        the batches the uninterrupted run filled it with, in the same order.
+
+        h embeds the not-yet-memoised texts of a call in one batch, and a text's target
+        depends in its last bits on that batch (padding); a restarted process would embed them
+        in other batches and drift (~1e-5 after a few steps on the demo). Replayed: the
+        held-out evaluation a fresh ``lira arca`` runs first (``replay_eval``), then the
+        candidates of every step up to the checkpoint. No weights change and the RNG state
+        is restored afterwards.
+        """
+        model = self.model
+        if self.cfg.objective != "d1" or not hasattr(model, "english_inputs") or not self.step:
+            return
+        state = rng_state()
+        try:
+            if self.replay_eval and self.eval_items:
+                self.evaluate(self.eval_items)
+            for t in range(self.step):
+                batches = []
+                for m in range(self.cfg.grad_accum):
+                    cands = [c for c in self._candidates(self.batch_items(t, m)) if c]
+                    batches.append(cands)
+                empty = [self._any(not b) for b in batches]  # as train_step decides
+                for cands, e in zip(batches, empty):
+                    if not e:
+                        model.english_inputs(pad_candidates(cands)[2])
+        finally:
+            set_rng_state(state)
+
+    def _start_fresh(self) -> None:
+        """A run from step 0: remove a previous run's step folders (so they neither outrank
+        this run's when pruning nor get resumed later); ``log.jsonl`` restarts in train()."""
+        if self.accelerator.is_main_process:
+            clear_previous_run(self.output_dir, self.fingerprint, "Arca")
+        self.accelerator.wait_for_everyone()
+
+    def _trim_log(self) -> None:
+        """Keep only the ``log.jsonl`` rows up to the current step (a resumed run re-logs the
+        steps after its checkpoint; a fresh run starts the file anew); drop torn lines."""
+        path = self.output_dir / "log.jsonl"
+        if not path.is_file():
+            return
+        kept, dropped = [], 0
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                ok = int(json.loads(line)["step"]) <= self.step
+            except (ValueError, TypeError, KeyError, IndexError):
+                ok = False
+            if ok:
+                kept.append(line + "\n")
+            else:
+                dropped += 1
+        if dropped:
+            tmp = path.with_name(f".{path.name}.tmp")
+            tmp.write_text("".join(kept), encoding="utf-8")
+            tmp.replace(path)
+            log.info("Arca: dropped %d log.jsonl row(s) past step %d", dropped, self.step)
 
     def load_checkpoint(self, path: str | Path) -> None:
-        """Restore weights, optimizers, step (= data position), EMA, counters and RNG."""
+        """Restore weights, optimizers, step (= data position), EMA, counters and RNG.
+
+        The trainer state is read with :func:`lira.checkpoint.load_state` (no pickle); a legacy
+        ``trainer_state.pt`` is never loaded.
+        """
         path = Path(path)
+        state = load_state(path)
+        try:
+            optimizers, rngs = state["optimizers"], state["rngs"]
+            step, ema = int(state["step"]), state["ema"]
+            counters, selection = dict(state["counters"]), Counter(state["selection"])
+            history = list(state["history"])
+            missing = [n for n in self.opt_names if n not in optimizers]
+        except (KeyError, TypeError, ValueError) as e:
+            raise CheckpointError(
+                f"{path}: the Arca trainer state is incomplete ({type(e).__name__}: {e}); delete "
+                "this checkpoint to resume from the previous one, or run without --resume"
+            ) from None
+        if missing or not rngs:
+            raise CheckpointError(
+                f"{path}: the Arca trainer state has no state for {missing or 'the RNGs'}; it "
+                "was written by another trainer setup; run without --resume to start over"
+            )
         self.model.load_weights(path)
-        state = torch.load(path / "trainer_state.pt", weights_only=False)
         for name, opt in zip(self.opt_names, self.optimizers):
-            opt.load_state_dict(state["optimizers"][name])
-        self.step = int(state["step"])
-        self.ema = state["ema"]
-        self.counters.update(state["counters"])
-        self.selection = Counter(state["selection"])
+            opt.load_state_dict(optimizers[name])
+        self.step = step
+        self.ema = ema
+        self.counters.update(counters)
+        self.selection = selection
         self._local_selection.clear()
-        self.history = list(state["history"])
-        rngs = torch.load(path / "rng.pt", weights_only=False)
+        self.history = history
         if len(rngs) != self.world:
             log.warning("checkpoint has %d RNG states for %d processes", len(rngs), self.world)
         set_rng_state(rngs[self.accelerator.process_index % len(rngs)])
@@ -538,11 +657,28 @@ class ArcaTrainer:
         if self.accelerator.is_main_process:
             with atomic_dir(final) as tmp:
                 self.model.save_pretrained(tmp)
-                (tmp / "metrics.json").write_text(
-                    json.dumps(_rounded(summary), indent=2), encoding="utf-8"
-                )
+                (tmp / "metrics.json").write_text(dumps_json(_rounded(summary)), encoding="utf-8")
         self.accelerator.wait_for_everyone()
         return final
+
+
+ARCA_UNSHAPING = ("arca.steps", "arca.save_every")
+"""Arca fields left out of the fingerprint: the learning rates are constant and saving reads no
+RNG, so a run resumed with more steps continues exactly (a checkpoint past ``arca.steps`` is
+refused on resume)."""
+
+
+def arca_fingerprint(cfg: RunConfig) -> dict[str, Any]:
+    """The config values that shape Arca's training: ``models.*`` (less cache settings),
+    ``data.*``, the candidate-deciding ``translation.*`` fields and ``arca.*`` (less
+    :data:`ARCA_UNSHAPING`)."""
+    sections = {
+        "models": models_fields(cfg),
+        "data": cfg.data,
+        "translation": translation_fields(cfg),
+        "arca": cfg.arca,
+    }
+    return run_fingerprint("arca", sections, ARCA_UNSHAPING)
 
 
 def _cpu_distributed() -> bool:
@@ -595,6 +731,27 @@ def build_items(records: Sequence[Any], fetch: StoreCandidates, online: bool) ->
     return items
 
 
+def gold_eval_items(splits: Any) -> list[ArcaItem]:
+    """Held-out XQuAD-R sources with their human English original as the only candidate.
+
+    For measuring the anchor only (``eval_gold`` in the summary: cos(E_lr, h(gold)) against
+    mismatched pairs); never a training or inference input. Empty for other datasets.
+    """
+    from lira.data.xquad_r import plain_qid
+
+    ds = getattr(splits, "dataset", None)
+    if ds is None or "en" not in ds.languages:
+        return []
+    items = []
+    for rec in splits.eval_sources:
+        try:
+            en = ds.question("en", plain_qid(rec.id)).text
+        except KeyError:
+            continue
+        items.append(ArcaItem(rec.text, rec.lang, [Candidate("gold-en", en, None)]))
+    return items
+
+
 def run_arca(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
     """Engine of ``lira arca``: train on the configured data, write ``<output_dir>/arca/``."""
     from accelerate.utils import set_seed
@@ -643,6 +800,7 @@ def run_arca(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
         eval_items=eval_items,
         candidate_fn=train_fetch if ac.online_translation else None,
         eval_candidate_fn=eval_fetch if ac.online_translation else None,
+        fingerprint=arca_fingerprint(cfg),
     )
     if trainer.eval_items and not getattr(args, "resume", False):
         before = trainer.evaluate(trainer.eval_items)
@@ -650,12 +808,20 @@ def run_arca(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
             log.info("Arca held-out before training: %s", json.dumps(_rounded(before)))
     else:
         before = {}
+    trainer.replay_eval = bool(trainer.eval_items)  # a fresh run evaluates first (above)
     set_seed(ac.seed + trainer.accelerator.process_index)
     summary = trainer.train(resume=bool(getattr(args, "resume", False)))
     summary["eval_before"] = before
+    gold = gold_eval_items(splits)
+    if gold:  # the anchor against the human English of held-out questions (measurement only)
+        summary["eval_gold"] = trainer.evaluate(gold)
+        if trainer.accelerator.is_main_process:
+            log.info(
+                "Arca held-out vs gold English: %s", json.dumps(_rounded(summary["eval_gold"]))
+            )
     if model.g_cache is not None:
         summary["g_cache"] = {"hits": model.g_cache.hits, "misses": model.g_cache.misses}
     if trainer.accelerator.is_main_process:
-        (out / "summary.json").write_text(json.dumps(_rounded(summary), indent=2), encoding="utf-8")
+        write_json(out / "summary.json", _rounded(summary))
     store.close()
     return summary

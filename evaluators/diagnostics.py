@@ -117,14 +117,22 @@ def plot_lipschitz(stats: dict[int, dict[str, float]], path: str | Path, title: 
     return save_figure(fig, path)
 
 
-def plot_selection(shares: dict[str, float], path: str | Path, title: str) -> Path:
-    """Bar chart of the Arca Actor's selection share per translator (paper Fig. 10)."""
-    fig = Figure(figsize=(6, 4))
+def plot_selection(shares: dict[str, dict[str, float]], path: str | Path, title: str) -> Path:
+    """Grouped bars of the Arca Actor's selection share per translator (paper 004 Fig. 10).
+
+    ``shares`` maps a split name (e.g. held-out, train) to {translator: share in [0, 1]}.
+    """
+    names = sorted({t for s in shares.values() for t in s})
+    fig = Figure(figsize=(max(6, 1.2 * len(names) + 2), 4))
     ax = fig.subplots()
-    names = list(shares)
-    ax.bar(names, [100 * shares[n] for n in names], color="#55A868")
+    width = 0.8 / max(len(shares), 1)
+    x = np.arange(len(names))
+    for i, (split, s) in enumerate(shares.items()):
+        vals = [100 * s.get(n, 0.0) for n in names]
+        ax.bar(x + i * width - 0.4 + width / 2, vals, width, label=split)
+    ax.set_xticks(x, names, rotation=20)
     ax.set(title=title, xlabel="translator", ylabel="selected (%)")
-    ax.tick_params(axis="x", rotation=20)
+    ax.legend()
     return save_figure(fig, path)
 
 

@@ -2,7 +2,9 @@
 
 A row is ``{method, task, scenario, language, metric, value, ci_low, ci_high}``; rows with
 language ``all`` pool the per-query values of every evaluated language. The Markdown keeps each
-table narrow: nDCG@10 by scenario (pooled, then per language), then each scenario's metrics.
+table narrow: nDCG@10 by scenario (pooled, then per language), then each scenario's metrics,
+then a legend giving each scenario's direction (query → documents) in words and the paper
+columns it corresponds to (:func:`evaluators.scenarios.describe`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from evaluators.diagnostics import save_figure
+from evaluators.scenarios import describe
 
 Row = dict[str, Any]
 KEYS = ("method", "task", "scenario", "language", "metric", "value", "ci_low", "ci_high")
@@ -52,7 +55,21 @@ def leaderboard_markdown(rows: list[Row], title: str, headline: str = "ndcg@10")
         sel = [r for r in rows if r["scenario"] == sc and r["language"] == "all"]
         if sel:
             parts += [f"## {sc}: every metric (all)", "", pivot_table(sel, "metric"), ""]
-    return "\n".join(parts)
+    return "\n".join([*parts, scenario_legend([r["scenario"] for r in rows])])
+
+
+def scenario_legend(names: list[str]) -> str:
+    """Markdown table: each scenario's direction (query → documents) and its paper columns."""
+    lines = ["## Scenarios", "", "Names are query language → document language; 'target' is the",
+             "row's language (paper 001's 'ko' stands for it).", "",
+             "| scenario | direction | corresponds to |", "|---|---|---|"]  # fmt: skip
+    for name in dict.fromkeys(names):
+        try:
+            words, papers = describe(name)
+        except KeyError:
+            words, papers = "–", "–"
+        lines.append(f"| {name} | {words} | {papers} |")
+    return "\n".join(lines) + "\n"
 
 
 def plot_metric(rows: list[Row], metric: str, path: str | Path, language: str = "all") -> Path:

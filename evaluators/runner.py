@@ -6,12 +6,23 @@ LiRAModel. Every text is encoded once per method (embeddings cached by (kind, id
 Single-reference scenarios report cfg.metrics (+ nDCG@1 for the paper-003 ones); Multi reports
 Complete@10, Max@R and Max@R_norm (per-query form; the from-mean form is added as
 ``max@r_norm(mean)``). Every value comes with a bootstrap 95% interval over queries, per
-language and pooled over languages (language ``all``).
+language and pooled over languages (language ``all``). ``results.json`` is strict JSON: a
+value that is not a finite number (e.g. a metric over zero queries) is written as ``null``.
+
+What ``lira eval`` evaluates:
+
+- XQuAD-R (``data.format: xquad_r``): the scenarios above on the held-out question ids;
+- another retrieval set (LazRetrieval's test split, a BEIR or ``datasets`` folder's held-out
+  queries): :func:`evaluate_retrieval`, per query language, each language's queries over the
+  documents of the same language (all documents when none is in that language);
+- ``--mteb TASK[,TASK…]``: those MTEB tasks through the real ``mteb`` package
+  (:mod:`evaluators.mteb_adapter`) instead of the configured data; a LiRA model translates the
+  task's texts online (its pass@k pool and critic fill its store) as at inference. Output in
+  ``<output_dir>/eval/mteb/``: mteb's result files under ``results/`` and our leaderboard.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from argparse import Namespace
 from collections import defaultdict
@@ -25,9 +36,11 @@ from evaluators.inclination import max_at_r_norm, max_at_r_norm_from_mean
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.retrieval import ir_metrics, ranks_of, run_from_search, search
 from evaluators.scenarios import Scenario, build_scenarios
-from lira.config import EvalConfig, RunConfig
-from lira.data.types import Record
+from lira.checkpoint import dumps_json
+from lira.config import ConfigError, EvalConfig, RunConfig
+from lira.data.types import Record, RetrievalData
 from lira.data.xquad_r import XQuADR
+from lira.errors import MissingFileError
 
 log = logging.getLogger(__name__)
 PAPER_003 = ("multi-1", "mono-same", "mono-cross")
@@ -75,7 +88,9 @@ def scenario_values(
         out["max@r_norm"] = [max_at_r_norm(m, len(doc_ids), n_rel) for m in max_rs]
         wanted = ["ndcg@10"]
     else:
-        wanted = list(dict.fromkeys(metrics + (["ndcg@1"] if sc.name in PAPER_003 else [])))
+        wanted = list(
+            dict.fromkeys(metrics + (["ndcg@1"] if sc.name.split("@")[0] in PAPER_003 else []))
+        )
     scores, idx = search(q, d, k=100, chunk_size=chunk_size)
     per_query = ir_metrics(run_from_search(qids, doc_ids, scores, idx), sc.qrels, wanted)
     for m, values in per_query.items():
@@ -135,35 +150,114 @@ def english_gaps(rows: list[Row]) -> list[Row]:
     return out
 
 
-def load_encoder_for_eval(cfg: RunConfig, path: str) -> tuple[str, Any]:
-    """(name, encoder) for a folder: a LiRA model, a baseline checkpoint, or the backbone."""
+def evaluate_retrieval(
+    encoders: dict[str, Any], data: RetrievalData, cfg: EvalConfig, task: str
+) -> list[Row]:
+    """Rows per query language (scenario ``task``): that language's queries over the documents
+    of the same language (all documents when none is in it), + the pooled language 'all'."""
+    langs = sorted({q.lang for q in data.queries})
+    rows: list[Row] = []
+    for method, encoder in encoders.items():
+        cache = EmbeddingCache(encoder, cfg.batch_size)
+        pooled: dict[str, list[float]] = defaultdict(list)
+        for lang in langs:
+            queries = [q for q in data.queries if q.lang == lang]
+            docs = [d for d in data.corpus if d.lang == lang] or list(data.corpus)
+            qrels = {q.id: data.qrels[q.id] for q in queries}
+            doc_ids = [d.id for d in docs]
+            outside = sum(1 for rel in qrels.values() if not set(rel) & set(doc_ids))
+            if outside:
+                log.warning("%s %s: %d quer(ies) have no positive among the %s documents",
+                            task, lang, outside, lang)  # fmt: skip
+            q, d = cache(queries, "query"), cache(docs, "document")
+            scores, idx = search(q, d, k=100, chunk_size=cfg.chunk_size)
+            run = run_from_search([x.id for x in queries], doc_ids, scores, idx)
+            for metric, values in ir_metrics(run, qrels, list(cfg.metrics)).items():
+                vals = [values[x.id] for x in queries]
+                rows.append(_row(method, task, task, lang, metric, vals, cfg))
+                pooled[metric] += vals
+            log.info("%s %s %s done", method, task, lang)
+        for metric, vals in pooled.items():
+            rows.append(_row(method, task, task, "all", metric, vals, cfg))
+    return rows
+
+
+def load_encoder_for_eval(cfg: RunConfig, path: str, online: bool = False) -> tuple[str, Any]:
+    """(name, encoder) for a folder: a LiRA model, a baseline checkpoint, or the backbone.
+
+    ``online``: a LiRA model translates texts missing from its store with its pass@k pool (when
+    it has a store)."""
     from lira.models import load_backbone
 
     if not path:
         return "backbone", load_backbone(cfg.models)
     p = Path(path)
+    if not p.is_dir():
+        raise MissingFileError(
+            f"eval.model {path!r} is not a folder; name a LiRA model or baseline folder "
+            "(e.g. <output_dir>/lira-model) or leave it empty for the bare backbone"
+        )
     from lira.model import CONFIG_NAME, LiRAModel
 
     if (p / CONFIG_NAME).is_file():
-        return "lira", LiRAModel.from_pretrained(p)
+        model = LiRAModel.from_pretrained(p)
+        if online:
+            go_online(model)
+        return "lira", model
     from lira.baselines.trainer import load_baseline
 
     return p.name, load_baseline(p)
 
 
+def go_online(model: Any) -> None:
+    """Let a LiRA model translate texts its store lacks (pass@k pool + critic), as at inference."""
+    if getattr(model, "store", None) is None:
+        log.warning("the LiRA model has no translation store: non-English texts are embedded "
+                    "untranslated")  # fmt: skip
+        return
+    model.online = True
+
+
 def run_eval(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
-    """Engine of ``lira eval``: one model on the configured scenarios -> <output_dir>/eval/."""
+    """Engine of ``lira eval``: one model on the configured data, or on MTEB tasks (``--mteb``),
+    -> <output_dir>/eval/ (MTEB: <output_dir>/eval/mteb/)."""
     from lira.data.splits import load_splits
 
+    if getattr(args, "mteb", None):
+        return run_eval_mteb(cfg, args.mteb, getattr(args, "mteb_data", None))
     splits = load_splits(cfg.data)
-    if splits.dataset is None:
-        raise ValueError("lira eval needs parallel data (data.format=xquad_r) for its scenarios")
+    if splits.dataset is None and splits.eval is None:
+        raise ConfigError(
+            "data.format",
+            "lira eval needs retrieval data (xquad_r, lazretrieval, beir or hf), or MTEB tasks "
+            "with --mteb TASK[,TASK…]",
+        )
     name, encoder = load_encoder_for_eval(cfg, cfg.eval.model)
-    rows = evaluate_encoders({name: encoder}, splits.dataset, splits.eval_ids,
-                             list(cfg.data.eval_languages), cfg.eval)  # fmt: skip
-    rows += english_gaps(rows)
+    if splits.dataset is not None:
+        rows = evaluate_encoders({name: encoder}, splits.dataset, splits.eval_ids,
+                                 list(cfg.data.eval_languages), cfg.eval)  # fmt: skip
+        rows += english_gaps(rows)
+    else:
+        assert splits.eval is not None
+        rows = evaluate_retrieval({name: encoder}, splits.eval, cfg.eval, cfg.data.format)
     out = Path(cfg.output_dir) / "eval"
-    write_leaderboard(rows, out, title=f"lira eval: {name}")
-    (out / "results.json").write_text(json.dumps(rows, indent=1), encoding="utf-8")
+    write_leaderboard(rows, out, title=f"lira eval: {name} ({splits.split_note})")
+    (out / "results.json").write_text(dumps_json(rows, indent=1), encoding="utf-8")
+    print(f"data split: {splits.split_note}")
     print(f"wrote {out / 'leaderboard.md'}")
+    return rows
+
+
+def run_eval_mteb(cfg: RunConfig, spec: str, data_dir: str | None) -> list[Row]:
+    """``lira eval --mteb``: one model on MTEB tasks -> <output_dir>/eval/mteb/."""
+    from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
+
+    out = Path(cfg.output_dir) / "eval" / "mteb"
+    tasks = load_tasks(spec, data_dir, work_dir=out)  # data first: fail before loading models
+    name, encoder = load_encoder_for_eval(cfg, cfg.eval.model, online=True)
+    rows = run_mteb({name: encoder}, tasks, out, batch_size=cfg.eval.batch_size)
+    names = ", ".join(t.metadata.name for t in tasks)
+    write_mteb_leaderboard(rows, out, title=f"lira eval: {name} on MTEB ({names})")
+    (out / "results.json").write_text(dumps_json(rows, indent=1), encoding="utf-8")
+    print(f"wrote {out / 'leaderboard.md'} (mteb's own result files: {out / 'results'})")
     return rows

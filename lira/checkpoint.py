@@ -1,38 +1,87 @@
-"""Atomic, self-describing checkpoint folders and exact-resume training state.
+"""Atomic, self-describing checkpoint folders and exact-resume training state, safe to load.
 
-A checkpoint is written into a temporary sibling folder and renamed into place, so a run
-killed at any moment leaves either the previous checkpoint or the new one, never half of one.
+A checkpoint is written into a temporary sibling folder (``.<name>.tmp-<pid>@<host>``) and
+renamed into place, so a run killed at any moment leaves either the previous checkpoint or
+the new one, never half of one. Before the rename, :func:`atomic_dir` writes a manifest
+(``lira_manifest.json``: every file and its size); :func:`latest_checkpoint` skips a folder
+whose files do not match it (or whose JSON / safetensors files do not parse) and falls back
+to the previous intact one, after removing the temporary folders of saves that were killed
+(:func:`clean_stale`).
+
+Trainer state (optimizer state dicts, counters, histories, RNG states) is stored with
+:func:`save_state` as ``<name>.safetensors`` (every tensor) + ``<name>.json`` (everything else),
+and read back with :func:`load_state`: neither format can run code, unlike pickle /
+``torch.load(weights_only=False)``. :func:`load_torch_safe` reads a legacy ``.pt`` file with
+``weights_only=True`` only. Damaged or missing files raise :class:`CheckpointError` (or
+:class:`~lira.errors.MissingFileError`) naming the file and the fix.
 """
 
 from __future__ import annotations
 
+import base64
 import json
+import logging
+import math
 import os
 import random
+import re
 import shutil
+import socket
+import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
+
+from lira.errors import LiRAError, MissingFileError
+
+log = logging.getLogger(__name__)
 
 STEP_PREFIX = "step-"
+MANIFEST = "lira_manifest.json"
+"""Written by :func:`atomic_dir`: {"format", "files": {relative path: size in bytes}}."""
+MANIFEST_FORMAT = "lira-manifest/1"
+STATE_FORMAT = "lira-state/1"
+STATE_NAME = "trainer_state"
+
+_ACTIVE: set[Path] = set()
+"""Temporary folders this process is writing now (never cleaned as stale)."""
+_LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)(?:@(?P<host>.+))?$")
+
+
+class CheckpointError(LiRAError, ValueError):
+    """A checkpoint or metadata file is damaged, incomplete, unsafe or of another format."""
+
+
+# --------------------------------------------------------------------------------------------
+# Atomic folders and files
+# --------------------------------------------------------------------------------------------
+
+
+def _tag() -> str:
+    return f"{os.getpid()}@{socket.gethostname()}"
 
 
 @contextmanager
-def atomic_dir(final: str | Path) -> Iterator[Path]:
-    """Yield a temporary folder that replaces ``final`` only once the block succeeds."""
+def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
+    """Yield a temporary folder that replaces ``final`` only once the block succeeds.
+
+    With ``manifest`` the folder gets :data:`MANIFEST` (file sizes) before it is renamed.
+    """
     final = Path(final)
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
+    tmp = final.parent / f".{final.name}.tmp-{_tag()}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
+    _ACTIVE.add(tmp.resolve())
     try:
         yield tmp
-        old = final.parent / f".{final.name}.old-{os.getpid()}"
+        if manifest:
+            write_manifest(tmp)
+        old = final.parent / f".{final.name}.old-{_tag()}"
         if final.exists():
             final.rename(old)
         tmp.rename(final)
@@ -41,18 +90,446 @@ def atomic_dir(final: str | Path) -> Iterator[Path]:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        _ACTIVE.discard(tmp.resolve())
+
+
+def json_safe(obj: Any) -> Any:
+    """``obj`` with NaN/±inf floats replaced by None and NumPy scalars/arrays made plain."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, np.generic):
+        return json_safe(obj.item())
+    if isinstance(obj, np.ndarray):
+        return json_safe(obj.tolist())
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    return obj
+
+
+def dumps_json(data: Any, indent: int | None = 2) -> str:
+    """Strict JSON text of ``data`` (non-finite floats become null, never bare NaN)."""
+    return json.dumps(json_safe(data), indent=indent, sort_keys=False, allow_nan=False)
 
 
 def write_json(path: str | Path, data: Any) -> None:
-    """Write JSON atomically (temp file + rename)."""
+    """Write strict JSON atomically (temp file + rename); NaN/inf are written as null."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=False), encoding="utf-8")
-    os.replace(tmp, path)
+    text = dumps_json(data)
+    tmp = path.with_name(f".{path.name}.tmp-{_tag()}")
+    try:
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def read_json(path: str | Path, what: str = "file", fix: str = "") -> Any:
+    """Parse a JSON file; a missing, non-UTF-8 or invalid file raises naming it and the fix."""
+    path = Path(path)
+    fix = fix or "restore it, or delete the folder that holds it and run the stage again"
+    if not path.is_file():
+        raise MissingFileError(f"{what} {path} does not exist; {fix}")
+    try:
+        return json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"{what} {path} is not UTF-8 (byte {e.start}); {fix}") from None
+    except (ValueError, RecursionError) as e:
+        raise CheckpointError(f"{what} {path} is not valid JSON ({e}); {fix}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Manifests and integrity
+# --------------------------------------------------------------------------------------------
+
+
+def write_manifest(folder: str | Path) -> dict[str, int]:
+    """Record every file of ``folder`` (relative path -> size) in :data:`MANIFEST`."""
+    folder = Path(folder)
+    files = {
+        p.relative_to(folder).as_posix(): p.stat().st_size
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.name != MANIFEST
+    }
+    (folder / MANIFEST).write_text(
+        json.dumps({"format": MANIFEST_FORMAT, "files": files}, indent=1), encoding="utf-8"
+    )
+    return files
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    """Why a .safetensors file is damaged (header or size), None when it looks whole."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                return f"{path.name} is truncated ({size} bytes)"
+            (n,) = struct.unpack("<Q", head)
+            if n > size - 8 or n > 100_000_000:
+                return f"{path.name} has a damaged header"
+            header = json.loads(f.read(n).decode("utf-8"))
+    except (OSError, ValueError, UnicodeDecodeError) as e:
+        return f"{path.name} has a damaged header ({type(e).__name__})"
+    if not isinstance(header, dict):
+        return f"{path.name} has a damaged header"
+    end = 0
+    for k, v in header.items():
+        if k == "__metadata__":
+            continue
+        try:
+            end = max(end, int(v["data_offsets"][1]))
+        except (TypeError, KeyError, IndexError, ValueError):
+            return f"{path.name} has a damaged header (tensor {k!r})"
+    if 8 + n + end != size:
+        return f"{path.name} has {size} bytes, its header describes {8 + n + end}"
+    return None
+
+
+def checkpoint_problem(folder: str | Path) -> str | None:
+    """Why ``folder`` is not a complete checkpoint, or None when it looks intact.
+
+    Checks the manifest (every listed file present with its size), that every JSON file
+    parses and that every safetensors file's header matches its size. Cheap: no hashing.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return "not a folder"
+    mf = folder / MANIFEST
+    if mf.is_file():
+        try:
+            files = json.loads(mf.read_text(encoding="utf-8"))["files"]
+            items = [(str(k), int(v)) for k, v in files.items()]
+        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
+            return f"{MANIFEST} is damaged"
+        for rel, size in items:
+            p = folder / rel
+            if not p.is_file():
+                return f"{rel} is missing"
+            if p.stat().st_size != size:
+                return f"{rel} has {p.stat().st_size} bytes, the manifest says {size}"
+    elif not any(folder.iterdir()):
+        return "empty folder"
+    for p in sorted(folder.rglob("*")):
+        if not p.is_file():
+            continue
+        if p.suffix == ".json":
+            try:
+                json.loads(p.read_bytes().decode("utf-8"))
+            except (ValueError, UnicodeDecodeError, RecursionError):
+                return f"{p.relative_to(folder)} is not valid JSON"
+        elif p.suffix == ".safetensors":
+            why = _safetensors_problem(p)
+            if why:
+                return why
+    return None
+
+
+# --------------------------------------------------------------------------------------------
+# Step folders: latest, stale leftovers, pruning
+# --------------------------------------------------------------------------------------------
+
+
+def step_dir(root: str | Path, step: int) -> Path:
+    """The folder of the checkpoint taken after ``step`` optimisation steps."""
+    return Path(root) / f"{STEP_PREFIX}{step:08d}"
+
+
+def step_of(path: str | Path) -> int | None:
+    """The step number of a ``step-*`` folder (None for other names)."""
+    name = Path(path).name
+    rest = name[len(STEP_PREFIX) :] if name.startswith(STEP_PREFIX) else ""
+    return int(rest) if rest.isdigit() else None
+
+
+def step_dirs(root: str | Path) -> list[Path]:
+    """Every ``step-*`` folder under ``root``, oldest first (by step number)."""
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    steps = [p for p in root.iterdir() if p.is_dir() and step_of(p) is not None]
+    return sorted(steps, key=lambda p: step_of(p) or 0)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by another user
+        return True
+    return True
+
+
+def clean_stale(root: str | Path) -> list[str]:
+    """Remove what saves killed mid-way left in ``root``; returns the names handled.
+
+    ``.<name>.tmp-<pid>`` folders/files of processes of this host that no longer run (or of
+    this process, when not being written) are deleted. A kill between the two renames of
+    :func:`atomic_dir` leaves ``<name>`` absent: the complete new version (tmp) or else the
+    previous one (``.old-``) is renamed back into place.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return []
+    host = socket.gethostname()
+    stale = []
+    for p in root.iterdir():
+        m = _LEFTOVER.match(p.name)
+        if m is None or (m["host"] and m["host"] != host) or p.resolve() in _ACTIVE:
+            continue
+        pid = int(m["pid"])
+        if pid != os.getpid() and _alive(pid):
+            continue
+        stale.append((p, m))
+    handled = []
+    for p, m in sorted(stale, key=lambda x: x[1]["kind"] != "old"):  # .old- first
+        if not p.exists():
+            continue
+        final = root / m["name"]
+        if m["kind"] == "old" and not final.exists():
+            suffix = p.name[p.name.rindex(".old-") + len(".old-") :]
+            tmp = root / f".{m['name']}.tmp-{suffix}"
+            if tmp.is_dir() and checkpoint_problem(tmp) is None:
+                tmp.rename(final)
+                log.warning("recovered %s from an interrupted save (new version)", final)
+            else:
+                p.rename(final)
+                log.warning("recovered %s from an interrupted save (previous version)", final)
+                handled.append(p.name)
+                continue
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+        log.info("removed %s left by an interrupted save", p)
+        handled.append(p.name)
+    return handled
+
+
+def latest_checkpoint(root: str | Path, clean: bool = True) -> Path | None:
+    """The most recent intact ``step-*`` folder under ``root`` (None if there is none).
+
+    Damaged or incomplete folders (see :func:`checkpoint_problem`) are skipped with a warning
+    naming the reason; with ``clean`` the leftovers of killed saves are removed first.
+    """
+    root = Path(root)
+    if not root.is_dir():
+        return None
+    if clean:
+        clean_stale(root)
+    for p in reversed(step_dirs(root)):
+        why = checkpoint_problem(p)
+        if why is None:
+            return p
+        log.warning("checkpoint %s is damaged or incomplete (%s); trying the previous one", p, why)
+    return None
+
+
+def prune_checkpoints(root: str | Path, keep: int, protect: str | Path | None = None) -> list[Path]:
+    """Delete all but the ``keep`` newest intact ``step-*`` folders (and any damaged older one).
+
+    ``protect`` (e.g. the folder just saved) is never deleted. Returns the deleted folders.
+    """
+    steps = step_dirs(root)
+    keep_set: set[Path] = set()
+    for p in reversed(steps):
+        if len(keep_set) >= keep:
+            break
+        if checkpoint_problem(p) is None:
+            keep_set.add(p)
+    if protect is not None:
+        keep_set.add(Path(protect))
+    newest_kept = max((step_of(p) or 0 for p in keep_set), default=-1)
+    removed = []
+    for p in steps:
+        if p in keep_set or (step_of(p) or 0) > newest_kept:
+            continue  # never delete a folder newer than what is kept (it may be being checked)
+        shutil.rmtree(p, ignore_errors=True)
+        removed.append(p)
+    return removed
+
+
+# --------------------------------------------------------------------------------------------
+# Trainer state without pickle
+# --------------------------------------------------------------------------------------------
+
+_RESERVED = ("__tensor__", "__ndarray__", "__np__", "__float__", "__tuple__", "__dict__",
+             "__bytes__")  # fmt: skip
+
+
+def _b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def _encode(obj: Any, tensors: dict[str, Any], where: str, seen: set[int]) -> Any:
+    import torch
+
+    if obj is None or isinstance(obj, (bool, str)):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return float(obj) if math.isfinite(obj) else {"__float__": repr(float(obj))}
+    if isinstance(obj, torch.Tensor):
+        t = obj.detach()
+        t = t.cpu() if t.device.type != "cpu" else t
+        ptr = t.untyped_storage().data_ptr() if t.numel() else None
+        if not t.is_contiguous() or (ptr is not None and ptr in seen):
+            t = t.contiguous().clone()  # safetensors refuses views and shared storage
+        if ptr is not None:
+            seen.add(t.untyped_storage().data_ptr())
+        name = f"t{len(tensors)}"
+        tensors[name] = t
+        return {"__tensor__": name}
+    if isinstance(obj, np.ndarray):
+        if obj.dtype.hasobject:
+            raise TypeError(f"{where}: object arrays cannot be stored safely")
+        a = np.ascontiguousarray(obj)
+        return {"__ndarray__": a.dtype.str, "shape": list(a.shape), "data": _b64(a.tobytes())}
+    if isinstance(obj, np.generic):
+        return {"__np__": obj.dtype.str, "data": _b64(obj.tobytes())}
+    if isinstance(obj, (bytes, bytearray)):
+        return {"__bytes__": _b64(bytes(obj))}
+    if isinstance(obj, tuple):
+        return {"__tuple__": [_encode(v, tensors, f"{where}[{i}]", seen)
+                              for i, v in enumerate(obj)]}  # fmt: skip
+    if isinstance(obj, list):
+        return [_encode(v, tensors, f"{where}[{i}]", seen) for i, v in enumerate(obj)]
+    if isinstance(obj, dict):
+        if all(isinstance(k, str) and k not in _RESERVED for k in obj):
+            return {k: _encode(v, tensors, f"{where}[{k!r}]", seen) for k, v in obj.items()}
+        return {"__dict__": [[_encode(k, tensors, f"{where} key", seen),
+                              _encode(v, tensors, f"{where}[{k!r}]", seen)]
+                             for k, v in obj.items()]}  # fmt: skip
+    raise TypeError(
+        f"{where}: cannot store a {type(obj).__name__} safely; use tensors, NumPy arrays, "
+        "numbers, strings, bytes, lists, tuples and dicts"
+    )
+
+
+def _decode(obj: Any, tensors: dict[str, Any], where: str) -> Any:
+    if isinstance(obj, list):
+        return [_decode(v, tensors, where) for v in obj]
+    if not isinstance(obj, dict):
+        return obj
+    if "__tensor__" in obj:
+        name = obj["__tensor__"]
+        if name not in tensors:
+            raise CheckpointError(f"{where}: tensor {name!r} is missing from the tensor file")
+        return tensors[name]
+    if "__ndarray__" in obj:
+        flat = np.frombuffer(base64.b64decode(obj["data"]), dtype=np.dtype(obj["__ndarray__"]))
+        return flat.reshape(obj["shape"]).copy()
+    if "__np__" in obj:
+        return np.frombuffer(base64.b64decode(obj["data"]), dtype=np.dtype(obj["__np__"]))[0]
+    if "__float__" in obj:
+        return float(obj["__float__"])
+    if "__bytes__" in obj:
+        return base64.b64decode(obj["__bytes__"])
+    if "__tuple__" in obj:
+        return tuple(_decode(v, tensors, where) for v in obj["__tuple__"])
+    if "__dict__" in obj:
+        return {_as_key(_decode(k, tensors, where)): _decode(v, tensors, where)
+                for k, v in obj["__dict__"]}  # fmt: skip
+    return {k: _decode(v, tensors, where) for k, v in obj.items()}
+
+
+def _as_key(k: Any) -> Any:
+    return tuple(_as_key(x) for x in k) if isinstance(k, list) else k
+
+
+def save_state(folder: str | Path, state: Any, name: str = STATE_NAME) -> None:
+    """Write ``state`` as ``<name>.safetensors`` (tensors) + ``<name>.json`` (the rest).
+
+    ``state`` may nest dicts (any hashable keys, e.g. optimizer ``state_dict()``), lists,
+    tuples, numbers (NaN/inf kept), strings, bytes, torch tensors (any device; loaded on CPU)
+    and NumPy arrays/scalars (e.g. :func:`rng_state`). Nothing in it can run code on load.
+    """
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    tensors: dict[str, Any] = {}
+    doc = {"format": STATE_FORMAT, "state": _encode(state, tensors, "state", set())}
+    save_file(tensors, str(folder / f"{name}.safetensors"), metadata={"format": STATE_FORMAT})
+    (folder / f"{name}.json").write_text(json.dumps(doc, allow_nan=False), encoding="utf-8")
+
+
+def load_state(folder: str | Path, name: str = STATE_NAME) -> Any:
+    """Read what :func:`save_state` wrote (tensors on CPU); damage raises CheckpointError."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    fix = (
+        f"the checkpoint {folder} is damaged: delete it to resume from the previous one, or "
+        "start without --resume"
+    )
+    doc = read_json(folder / f"{name}.json", "trainer state", fix)
+    if not isinstance(doc, dict) or doc.get("format") != STATE_FORMAT or "state" not in doc:
+        raise CheckpointError(
+            f"{folder / f'{name}.json'}: not a LiRA trainer state (format "
+            f"{doc.get('format') if isinstance(doc, dict) else None!r}, expected {STATE_FORMAT}); "
+            f"{fix}"
+        )
+    tf = folder / f"{name}.safetensors"
+    if not tf.is_file():
+        raise MissingFileError(f"trainer state {tf} does not exist; {fix}")
+    try:
+        tensors = load_file(str(tf), device="cpu")
+    except (SafetensorError, OSError, ValueError) as e:
+        raise CheckpointError(f"{tf} is not a readable safetensors file ({e}); {fix}") from None
+    try:
+        return _decode(doc["state"], tensors, str(folder / f"{name}.json"))
+    except CheckpointError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError) as e:
+        raise CheckpointError(f"{folder / f'{name}.json'} is damaged ({e}); {fix}") from None
+
+
+def load_safetensors(path: str | Path, device: str = "cpu") -> dict[str, Any]:
+    """The tensors of a ``.safetensors`` file; a missing or damaged file names itself and the fix."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    if not path.is_file():
+        raise MissingFileError(f"weights file {path} does not exist; save or train the model again")
+    why = _safetensors_problem(path)
+    try:
+        if why is None:
+            return load_file(str(path), device=device)
+    except (SafetensorError, OSError, ValueError) as e:
+        why = str(e)
+    raise CheckpointError(
+        f"weights file {path} is damaged ({why}); restore it, or save or train the model again"
+    )
+
+
+def load_torch_safe(path: str | Path) -> Any:
+    """A legacy ``.pt`` file read with ``torch.load(weights_only=True)`` (no code can run)."""
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise MissingFileError(f"{path} does not exist")
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # UnpicklingError, RuntimeError, EOFError, ... from untrusted bytes
+        raise CheckpointError(
+            f"{path} cannot be loaded safely ({type(e).__name__}: {str(e)[:200]}); it holds "
+            "objects other than tensors and plain containers (or is damaged). LiRA never "
+            "unpickles such files: delete the checkpoint and train without --resume"
+        ) from None
 
 
 def rng_state() -> dict[str, Any]:
     """The Python, NumPy and torch RNG states (to restore on resume)."""
+    import torch
+
     state = {
         "python": random.getstate(),
         "numpy": np.random.get_state(),
@@ -64,26 +541,20 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore the states captured by :func:`rng_state`."""
-    random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    """Restore the states captured by :func:`rng_state` (also after save/load_state)."""
+    import torch
+
+    py, ns = state["python"], state["numpy"]
+    random.setstate((py[0], tuple(py[1]), py[2]))
+    np.random.set_state(tuple(ns) if isinstance(ns, list) else ns)
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def step_dir(root: str | Path, step: int) -> Path:
-    """The folder of the checkpoint taken after ``step`` optimisation steps."""
-    return Path(root) / f"{STEP_PREFIX}{step:08d}"
-
-
-def latest_checkpoint(root: str | Path) -> Path | None:
-    """The most recent complete ``step-*`` folder under ``root`` (None if there is none)."""
-    root = Path(root)
-    if not root.is_dir():
-        return None
-    steps = sorted(p for p in root.iterdir() if p.is_dir() and p.name.startswith(STEP_PREFIX))
-    return steps[-1] if steps else None
+# --------------------------------------------------------------------------------------------
+# Self-describing folders
+# --------------------------------------------------------------------------------------------
 
 
 def read_meta(path: str | Path, config_name: str, fmt: str, missing: str) -> dict[str, Any]:
@@ -91,10 +562,21 @@ def read_meta(path: str | Path, config_name: str, fmt: str, missing: str) -> dic
 
     ``missing`` completes the error raised when ``path`` has no ``config_name``.
     """
-    cfg_file = Path(path) / config_name
+    path = Path(path)
+    cfg_file = path / config_name
+    if not path.exists():
+        raise MissingFileError(f"model folder {path} does not exist; it should be {missing}")
     if not cfg_file.is_file():
-        raise FileNotFoundError(f"{path} is not {missing}")
-    meta = json.loads(cfg_file.read_text(encoding="utf-8"))
-    if meta.get("format") != fmt:
-        raise ValueError(f"{cfg_file}: unknown format {meta.get('format')!r}, expected {fmt}")
+        raise MissingFileError(f"{path} is not {missing}")
+    meta = read_json(
+        cfg_file,
+        "model metadata",
+        f"the folder {path} is damaged: save or train it again (or restore {config_name})",
+    )
+    if not isinstance(meta, dict) or meta.get("format") != fmt:
+        got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        raise CheckpointError(
+            f"{cfg_file}: unknown format {got!r}, expected {fmt}; point to a folder saved by "
+            "this LiRA version"
+        )
     return meta

@@ -1,22 +1,30 @@
 """The ``lira`` command: one subcommand per pipeline stage, all reading the same YAML config.
 
     lira run configs/demo.yaml --output-dir out/demo arca.steps=50
-    lira translate configs/demo.yaml [--import FILE --translator NAME]
+    lira translate configs/demo.yaml [--import FILE --translator NAME | --mteb TASK[,TASK…]]
     lira arca|lasr configs/demo.yaml [--resume]
     lira baseline configs/demo.yaml [--methods clear lancer]
     lira baseline-merge A B --weights 0.5 0.5 --out merged/
-    lira eval|compare configs/demo.yaml
+    lira eval|compare configs/demo.yaml [--mteb TASK[,TASK…] [--mteb-data DIR]] [--paper-tables]
 
 Every subcommand takes ``key.sub=value`` overrides after the config path.
+
+Errors caused by user input (:class:`~lira.errors.LiRAError`: config values, data files, the
+translation store, checkpoints; a path that does not exist; a full, read-only or forbidden
+output location) print one line ``lira: <message>`` on stderr and exit non-zero (2 for config
+errors, 1 otherwise, 130 on Ctrl-C) without a traceback; ``-v`` adds the traceback. Any other
+exception is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import importlib
 import logging
 import sys
+import traceback
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -24,7 +32,6 @@ from typing import Any
 from lira.config import (
     ArcaConfig,
     BaselinesConfig,
-    ConfigError,
     EvalConfig,
     LaSRConfig,
     ReasonConfig,
@@ -32,6 +39,16 @@ from lira.config import (
     TranslationConfig,
     load_config,
 )
+from lira.errors import LiRAError
+
+ENVIRONMENT_ERRNOS = {
+    errno.ENOSPC: "free disk space or choose another --output-dir",
+    errno.EDQUOT: "free space in your quota or choose another --output-dir",
+    errno.EROFS: "the file system is read-only: choose a writable --output-dir",
+    errno.EACCES: "check the permissions, or choose a writable --output-dir",
+    errno.EPERM: "check the permissions, or choose a writable --output-dir",
+}
+"""OS errors a user fixes (disk full, read-only, permission) and the fix printed with them."""
 
 # subcommand -> (engine "module:function", config section shown in --help, one-line summary)
 COMMANDS: dict[str, tuple[str, type | None, str]] = {
@@ -122,6 +139,36 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--translator", default=None, help="translator name for --import")
         if name == "baseline":
             p.add_argument("--methods", nargs="+", default=None, help="subset of methods")
+        if name in ("eval", "compare", "translate"):
+            p.add_argument(
+                "--mteb",
+                default=None,
+                metavar="TASK[,TASK…]",
+                help=(
+                    "translate the texts of these MTEB tasks into the store (instead of the "
+                    "configured data)"
+                    if name == "translate"
+                    else "evaluate on these MTEB tasks through the mteb package instead of the "
+                    "configured data"
+                )
+                + " (TASK:SUB+SUB keeps some subsets, e.g. BelebeleRetrieval:deu_Latn-eng_Latn); "
+                "needs the mteb extra",
+            )
+            p.add_argument(
+                "--mteb-data",
+                default=None,
+                metavar="DIR",
+                help="offline: local copies of the MTEB tasks (DIR/<Task>: a copy of the hub "
+                "dataset repo or datasets save_to_disk folders per config; or DIR = a hub "
+                "cache); default: the Hugging Face hub",
+            )
+        if name == "compare":
+            p.add_argument(
+                "--paper-tables",
+                action="store_true",
+                help="also print paper 004's Tables 1, 2 and 16 filled with the results under "
+                "<output_dir>/compare ('—' where not run); written to compare/paper_tables.md",
+            )
     m = sub.add_parser(
         "baseline-merge",
         help="average two or more checkpoints into one (paper 001 model merging)",
@@ -131,6 +178,19 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--weights", nargs="+", type=float, default=None)
     m.add_argument("--out", required=True, help="output folder")
     return parser
+
+
+def user_error(e: BaseException) -> tuple[str, int] | None:
+    """(one-line message, exit code) when ``e`` is a user error, else None (a bug)."""
+    if isinstance(e, LiRAError):
+        msg, code = str(e), e.exit_code
+    elif isinstance(e, FileNotFoundError):
+        msg, code = str(e), 1
+    elif isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:
+        msg, code = f"{e}; {ENVIRONMENT_ERRNOS[e.errno]}", 1
+    else:
+        return None
+    return " ".join(msg.split()) or type(e).__name__, code
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -148,18 +208,34 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )
+    try:
+        _dispatch(args)
+    except KeyboardInterrupt:
+        print("lira: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        found = user_error(e)
+        if found is None:
+            raise  # a bug: keep the traceback
+        if args.verbose:
+            traceback.print_exc()
+        print(f"lira: {found[0]}", file=sys.stderr)
+        return found[1]
+    return 0
+
+
+def _dispatch(args: argparse.Namespace) -> None:
+    """Load the config and run the engine of ``args.command``."""
     if args.command == "baseline-merge":
         engine = _load_engine("lira.baselines.merging:merge_command")
         engine(args.checkpoints, args.weights, args.out)
-        return 0
+        return
     overrides = list(args.overrides)
     if args.output_dir:
         overrides.append(f"output_dir={args.output_dir}")
-    try:
-        cfg = load_config(args.config, overrides)
-    except ConfigError as e:
-        print(f"lira: {e}", file=sys.stderr)
-        return 2
-    engine = _load_engine(COMMANDS[args.command][0])
+    cfg = load_config(args.config, overrides)
+    target = COMMANDS[args.command][0]
+    if args.command == "translate" and getattr(args, "mteb", None):
+        target = "evaluators.mteb_adapter:translate_tasks"
+    engine = _load_engine(target)
     engine(cfg, args)
-    return 0

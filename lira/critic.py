@@ -8,12 +8,19 @@ the ``transformers`` path. Parsing still validates (:func:`parse_scores`); items
 retried (sampled, temperature ``RETRY_TEMPERATURE``) up to ``max_retries`` times and then
 recorded as failures with their raw text — never a crash, never a silent default.
 ``kind: none`` builds no critic (ablation): candidates carry no scores.
+
+:func:`parse_scores` accepts anything (non-str, bytes, huge numbers, deep nesting, random
+bytes) and raises only :class:`CriticParseError`; it accepts exactly a JSON object with the
+three keys, each an integer 1-10 (no duplicate keys, no extra keys, no floats or booleans).
+A pair whose critic failed (a request error, or no usable reply after the retries) is stored
+with ``critic_status='failed'`` and no scores; the next ``lira translate`` scores it again.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import reprlib
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,35 +48,96 @@ SCORE_SCHEMA: dict[str, Any] = {
 }
 """JSON schema of the critic's answer (integers 1-10 for the three dimensions)."""
 RETRY_TEMPERATURE = 0.7
+MAX_REPLY_CHARS = 4096
+"""Longer replies are rejected unparsed (a valid answer is ~60 characters)."""
+_MAX_NUMBER_CHARS = 32
+"""Longer JSON number literals are rejected before conversion (no 4300-digit ints)."""
 
 
 class CriticParseError(ValueError):
     """The critic's output is not a valid score object."""
 
 
-def parse_scores(raw: str) -> tuple[int, int, int]:
-    """(semantic, emotional, pragmatic) from the critic's raw JSON; raises CriticParseError."""
+_short = reprlib.Repr()
+_short.maxstring = _short.maxother = 60
+_short.maxlevel = 2
+
+
+def _show(value: Any) -> str:
+    """A short, never-failing description of a parsed JSON value for error messages."""
     try:
-        obj = json.loads(raw)
-    except (json.JSONDecodeError, TypeError) as e:
-        raise CriticParseError(f"not valid JSON ({e}): {raw[:200]!r}") from None
+        return _short.repr(value)
+    except Exception:  # e.g. repr of a pathological object; the type is enough
+        return f"<{type(value).__name__}>"
+
+
+def _number(text: str) -> int | float:
+    if len(text) > _MAX_NUMBER_CHARS:
+        raise CriticParseError(f"number literal of {len(text)} characters: {text[:20]}…")
+    return float(text) if any(c in text for c in ".eE") else int(text)
+
+
+def _constant(name: str) -> float:
+    raise CriticParseError(f"{name} is not a valid score")
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [k for k, _ in pairs]
+    dup = sorted({k for k in keys if keys.count(k) > 1})
+    if dup:
+        raise CriticParseError(f"duplicate keys {_show(dup)}")
+    return dict(pairs)
+
+
+def validate_scores(obj: Any) -> tuple[int, int, int]:
+    """(semantic, emotional, pragmatic) from a parsed reply; raises CriticParseError."""
     if not isinstance(obj, dict):
-        raise CriticParseError(f"expected a JSON object, got {type(obj).__name__}: {raw[:200]!r}")
+        raise CriticParseError(f"expected a JSON object, got {type(obj).__name__}: {_show(obj)}")
     missing = [k for k in DIMENSIONS if k not in obj]
     if missing:
-        raise CriticParseError(f"missing keys {missing} in {raw[:200]!r}")
-    extra = sorted(set(obj) - set(DIMENSIONS))
+        raise CriticParseError(f"missing keys {missing} in {_show(obj)}")
+    extra = sorted(str(k) for k in set(obj) - set(DIMENSIONS))
     if extra:
-        raise CriticParseError(f"unexpected keys {extra} in {raw[:200]!r}")
+        raise CriticParseError(f"unexpected keys {_show(extra)}")
     out = []
     for k in DIMENSIONS:
         v = obj[k]
         if isinstance(v, bool) or not isinstance(v, int):
-            raise CriticParseError(f"{k}={v!r} is not an integer")
+            raise CriticParseError(f"{k}={_show(v)} is not an integer")
         if not 1 <= v <= 10:
-            raise CriticParseError(f"{k}={v} is outside 1-10")
-        out.append(v)
+            raise CriticParseError(f"{k}={_show(v)} is outside 1-10")
+        out.append(int(v))
     return out[0], out[1], out[2]
+
+
+def parse_scores(raw: Any) -> tuple[int, int, int]:
+    """(semantic, emotional, pragmatic) from the critic's raw JSON; raises only CriticParseError."""
+    if isinstance(raw, (bytes, bytearray)):
+        try:
+            raw = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise CriticParseError(f"reply is not UTF-8 ({e.reason} at byte {e.start})") from None
+    if not isinstance(raw, str):
+        raise CriticParseError(f"expected the reply as text, got {type(raw).__name__}")
+    if len(raw) > MAX_REPLY_CHARS:
+        raise CriticParseError(
+            f"reply of {len(raw)} characters (> {MAX_REPLY_CHARS}): {raw[:80]!r}"
+        )
+    try:
+        obj = json.loads(
+            raw,
+            parse_int=_number,
+            parse_float=_number,
+            parse_constant=_constant,
+            object_pairs_hook=_pairs,
+        )
+    except CriticParseError as e:
+        raise CriticParseError(f"{e}: {raw[:200]!r}") from None
+    except (ValueError, RecursionError, TypeError, OverflowError, MemoryError) as e:
+        # JSONDecodeError (a ValueError), nesting too deep, or a value the decoder rejects
+        raise CriticParseError(f"not valid JSON ({type(e).__name__}: {_show(str(e))}): "
+                               f"{raw[:200]!r}") from None  # fmt: skip
+    return validate_scores(obj)
 
 
 @dataclass
@@ -231,7 +299,8 @@ class Critic:
             for i, raw in zip(todo, outs):
                 raws[i] = raw
                 try:
-                    results[i] = CriticResult(parse_scores(raw.strip()), raw, None, attempt + 1)
+                    text = raw.strip() if isinstance(raw, str) else raw
+                    results[i] = CriticResult(parse_scores(text), raw, None, attempt + 1)
                 except CriticParseError as e:
                     errors[i] = str(e)
                     left.append(i)

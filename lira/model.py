@@ -6,13 +6,17 @@ For a text x in language l the model computes two streams and fuses them (paper 
   English translation y* chosen by Arca's Actor among the stored candidates of x (pass@k
   translators of the config; ``train_only`` translators are never used at inference). English
   input (l = "en") is embedded directly, without translation;
-- E_lr: Arca's g(x) → temporal pooling → Adaptor, mean over bins;
+- E_lr: Arca's g(x) → temporal pooling → Adaptor, mean over bins (anchored to h's space);
+- gate features: is x English, was it translated, the critic scores and anchor similarity of
+  the chosen candidate, query or document (:func:`lasr.fusion.gate_features`);
 
-and returns ẑ = FusionHead(E_en, E_lr), ℓ2-normalised. Translations come from the translation
+and returns ẑ = FusionHead(E_en, E_lr, features) ∈ R^{d_en + d_lr}, ℓ2-normalised
+(:mod:`lasr.fusion`: a per-text weighted concatenation, so English keeps the backbone's order). Translations come from the translation
 store (offline) or, with ``online=True``, the translator pool first fills the store for texts
 missing there (:func:`lira.translation.runner.fill_store`, same pass@k translators and critic). ``save_pretrained`` writes a self-describing folder::
 
-    lira_config.json   models / translation / arca / lasr sections + stream dimensions
+    lira_config.json   models / translation / arca / lasr sections + stream dimensions + the
+                       translation store's path relative to this folder
     head.safetensors   the LaSR fusion head (EMA weights after training)
     arca/              Arca encoder g + Adaptor + Actor (Arca's own format)
 
@@ -24,7 +28,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +39,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
-from lasr.fusion import FusionHead
+from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
 from lira.checkpoint import read_meta
 from lira.config import (
     ArcaConfig,
@@ -44,7 +50,7 @@ from lira.config import (
     from_dict,
     to_dict,
 )
-from lira.translation.types import Candidate
+from lira.translation.types import NEUTRAL_SCORE, Candidate
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +59,29 @@ HEAD_NAME = "head.safetensors"
 FORMAT = "lira-v1"
 UNKNOWN_LANG = "xx"
 """Language of texts given without ``langs``: never translated (the store keys on language)."""
+
+
+@dataclass
+class Streams:
+    """What LaSR fuses, per text: E_en [B, d_en], P_S(g(x)) bins [B, S, d_g], features [B, 8]."""
+
+    e_en: Tensor
+    g_bins: Tensor
+    feats: Tensor
+
+    def select(self, rows: Sequence[int] | Tensor) -> Streams:
+        """The streams of ``rows``."""
+        idx = torch.as_tensor(rows, dtype=torch.long)
+        return Streams(self.e_en[idx], self.g_bins[idx], self.feats[idx])
+
+    @staticmethod
+    def cat(parts: Sequence[Streams]) -> Streams:
+        """Row-wise concatenation."""
+        return Streams(
+            torch.cat([p.e_en for p in parts]),
+            torch.cat([p.g_bins for p in parts]),
+            torch.cat([p.feats for p in parts]),
+        )
 
 
 class LiRAModel(nn.Module):
@@ -82,6 +111,22 @@ class LiRAModel(nn.Module):
             )
         self.d_en = int(backbone.dim)
         self.d_lr = int(arca.dim)
+        self.set_head(lasr, head)
+        self.missing_translations = 0
+        self.cache_streams = False
+        """Memoise streams per (kind, lang, text): for evaluations that encode a text for
+        several models or scenarios (streams depend on the Adaptor only through selection)."""
+        self._memo: dict[tuple[str, str, str], tuple[Tensor, Tensor, Tensor]] = {}
+        self.eval()
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension d_en + d_lr."""
+        return self.head.dim
+
+    def set_head(self, lasr: LaSRConfig, head: FusionHead | None = None) -> None:
+        """Use ``lasr``'s settings with ``head`` (default: a fresh, untrained head)."""
+        self.lasr_cfg = lasr
         self.head = head or FusionHead(
             self.d_en,
             self.d_lr,
@@ -89,12 +134,11 @@ class LiRAModel(nn.Module):
             layers=lasr.fusion_layers,
             heads=lasr.fusion_heads,
             dropout=lasr.dropout,
-            residual=lasr.fusion_residual,
+            gate_init=lasr.gate_init,
             use_en=True,
             use_lr=lasr.use_multilingual_encoder,
         )
-        self.missing_translations = 0
-        self.eval()
+        self.net = LaSRNet(self.head, self.arca.adaptor)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -116,6 +160,11 @@ class LiRAModel(nn.Module):
         """Write the self-describing folder described in the module docstring."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
+        store = ""
+        if _store_path(self.store):
+            store = Path(
+                os.path.relpath(Path(self.store.path).resolve(), path.resolve())
+            ).as_posix()
         meta = {
             "format": FORMAT,
             "models": to_dict(self.models_cfg),
@@ -124,7 +173,7 @@ class LiRAModel(nn.Module):
             "lasr": to_dict(self.lasr_cfg),
             "d_en": self.d_en,
             "d_lr": self.d_lr,
-            "store": str(Path(self.store.path).resolve()) if _store_path(self.store) else "",
+            "store": store,
         }
         (path / CONFIG_NAME).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         state = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
@@ -135,7 +184,10 @@ class LiRAModel(nn.Module):
     def from_pretrained(
         cls, path: str | Path, store: Any = None, online: bool = False, load_store: bool = True
     ) -> LiRAModel:
-        """Load a folder written by :meth:`save_pretrained` (the backbone from its reference)."""
+        """Load a folder written by :meth:`save_pretrained` (the backbone from its reference).
+
+        The store path is resolved relative to the folder (an absolute one is used as is); when
+        it is missing, a warning says that texts will be embedded untranslated."""
         from lira.models import load_backbone
 
         path = Path(path)
@@ -148,10 +200,19 @@ class LiRAModel(nn.Module):
         lasr = from_dict(LaSRConfig, meta["lasr"], "lasr")
         backbone = load_backbone(models)
         arca = _arca_from_folder(path / "arca", backbone)
-        if store is None and load_store and meta.get("store") and Path(meta["store"]).is_file():
+        if store is None and load_store and meta.get("store"):
             from lira.translation.store import TranslationStore
 
-            store = TranslationStore(meta["store"])
+            where = path / meta["store"]  # an absolute stored path wins over the folder
+            if where.is_file():
+                store = TranslationStore(where)
+            else:
+                log.warning(
+                    "translation store %s of the LiRA model %s not found: non-English texts "
+                    "are embedded untranslated (copy the store there or pass store=)",
+                    where,
+                    path,
+                )
         model = cls(models, translation, arca_cfg, lasr, backbone, arca, store, online)
         model.head.load_state_dict(load_file(str(path / HEAD_NAME)))
         return model.eval()
@@ -188,55 +249,35 @@ class LiRAModel(nn.Module):
 
     @torch.no_grad()
     def english_texts(
-        self,
-        texts: Sequence[str],
-        langs: Sequence[str],
-        e_lr: Tensor | None = None,
-        train: bool = False,
-        batch_size: int = 32,
-    ) -> list[str]:
-        """The text the backbone embeds for each input: the Actor's arg-max candidate, or the
-        input itself (English input, ``use_translations=False``, or no candidate available).
-
-        ``e_lr`` [B, d]: Arca's E_lr of ``texts`` when already computed (saves a pass of g).
-        """
-        if not self.lasr_cfg.use_translations:
-            return list(texts)
-        cands = self.candidates(texts, langs, train)
+        self, texts: Sequence[str], langs: Sequence[str], train: bool = False
+    ) -> tuple[list[str], Tensor, Tensor]:
+        """The text the backbone embeds for each input — the Actor's arg-max candidate, or the
+        input itself (English input, ``use_translations=False``, or no candidate available) —
+        with a translated flag [B] and the chosen candidate's c_k = [s, e, p, sim] [B, 4]
+        (5.5 and 0 where nothing was translated)."""
         chosen = list(texts)
+        translated = torch.zeros(len(texts))
+        picked = torch.tensor([[NEUTRAL_SCORE] * 3 + [0.0]]).repeat(len(texts), 1)
+        if not self.lasr_cfg.use_translations:
+            return chosen, translated, picked
+        cands = self.candidates(texts, langs)
         rows = [i for i, c in enumerate(cands) if c]
         self.missing_translations += sum(
             1 for i, lang in enumerate(langs) if lang not in ("en", UNKNOWN_LANG) and not cands[i]
         )
         if not rows:
-            return chosen
-        if e_lr is None:
-            e_lr = self.arca.embed_lr([texts[i] for i in rows], batch_size)
-        else:
-            e_lr = e_lr[rows]
-        for i, k in zip(rows, self._select(e_lr, [cands[i] for i in rows], batch_size)):
-            chosen[i] = cands[i][k].text
-        return chosen
-
-    def _select(
-        self, e_lr: Tensor, cands: list[list[Candidate]], batch_size: int = 32
-    ) -> list[int]:
-        """Arca's evaluation rule: arg-max of the Actor over c_k = [s, e, p, sim_k] (Eq. 6)."""
-        from arca.model import ArcaModel, pad_candidates
-
-        if all(len(c) == 1 for c in cands):
-            return [0] * len(cands)
-        scores, mask, cand_texts, slot = pad_candidates(cands)
-        b, k = mask.shape
-        e_c = self.arca.embed_en(cand_texts, batch_size)  # [N, d]
-        e_en = e_c.new_zeros(b * k, e_c.shape[-1]).index_copy(0, slot, e_c).view(b, k, -1)
-        sim = torch.nn.functional.cosine_similarity(e_lr.float().unsqueeze(1), e_en, dim=-1)
-        feats = ArcaModel.features(
-            scores, sim, self.lasr_cfg.use_llm_critic, self.lasr_cfg.use_embedding_critic
+            return chosen, translated, picked
+        idx, feats = self.arca.pick(
+            [texts[i] for i in rows],
+            [cands[i] for i in rows],
+            self.lasr_cfg.use_llm_critic,
+            self.lasr_cfg.use_embedding_critic,
         )
-        dev = next(self.arca.actor.parameters()).device
-        logits = self.arca.actor(feats.to(dev), mask.to(dev))  # [B, K]
-        return logits.argmax(dim=-1).tolist()
+        for j, (i, k) in enumerate(zip(rows, idx)):
+            chosen[i] = cands[i][k].text
+            translated[i] = 1.0
+            picked[i] = feats[j]
+        return chosen, translated, picked
 
     @torch.no_grad()
     def streams(
@@ -245,9 +286,9 @@ class LiRAModel(nn.Module):
         langs: Sequence[str] | None = None,
         kind: str = "query",
         batch_size: int | None = None,
-    ) -> tuple[Tensor, Tensor]:
-        """(E_en [B, d_en], E_lr [B, d_lr]) of ``texts`` at inference selection (E_lr zero when
-        g is ablated); the encoders run in batches of ``batch_size`` (default: all at once)."""
+    ) -> Streams:
+        """The :class:`Streams` of ``texts`` at inference selection; the encoders run in batches
+        of ``batch_size`` (default: all at once)."""
         if kind not in ("query", "document"):
             raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
         texts = list(texts)
@@ -256,17 +297,47 @@ class LiRAModel(nn.Module):
             raise ValueError(
                 f"got {len(texts)} texts but {len(langs)} langs; pass one lang per text"
             )
+        keys = [(kind, lang, t) for t, lang in zip(texts, langs)]
+        sub = [k for k in dict.fromkeys(keys) if k not in self._memo]
+        fresh: dict[tuple[str, str, str], tuple[Tensor, Tensor, Tensor]] = {}
+        if sub:
+            s = self._compute_streams([k[2] for k in sub], [k[1] for k in sub], kind, batch_size)
+            for j, k in enumerate(sub):
+                fresh[k] = (s.e_en[j], s.g_bins[j], s.feats[j])
+            if self.cache_streams:
+                self._memo.update(fresh)
+        rows = [fresh[k] if k in fresh else self._memo[k] for k in keys]
+        if not rows:
+            s = self.arca.pool_size
+            return Streams(
+                torch.zeros(0, self.d_en),
+                torch.zeros(0, s, self.arca.adaptor.d_g),
+                torch.zeros(0, GATE_FEATURES),
+            )
+        return Streams(*(torch.stack([r[i] for r in rows]) for i in range(3)))
+
+    def _compute_streams(
+        self, texts: list[str], langs: list[str], kind: str, batch_size: int | None
+    ) -> Streams:
         lc = self.lasr_cfg
-        need_lr = lc.use_multilingual_encoder or (lc.use_translations and lc.use_embedding_critic)
         bs = batch_size or max(len(texts), 1)
-        e_lr = self.arca.embed_lr(texts, bs).float().cpu() if need_lr and texts else None
-        english = self.english_texts(texts, langs, e_lr, batch_size=bs)
+        g_bins = torch.cat(
+            [
+                self.arca.pooled_sources(texts[i : i + bs]).float().cpu()
+                for i in range(0, len(texts), bs)
+            ]
+        )
+        english, translated, picked = self.english_texts(texts, langs)
         e_en = torch.as_tensor(
             np.asarray(self.backbone.encode(english, langs=None, kind=kind, batch_size=bs))
         ).float()
-        if not lc.use_multilingual_encoder or e_lr is None:
-            e_lr = torch.zeros(len(texts), self.d_lr)
-        return e_en, e_lr
+        if not lc.use_llm_critic:
+            picked[:, :3] = NEUTRAL_SCORE
+        if not lc.use_embedding_critic:
+            picked[:, 3] = 0.0
+        is_en = torch.tensor([1.0 if lang == "en" else 0.0 for lang in langs])
+        feats = gate_features(is_en, translated, picked, kind == "document")
+        return Streams(e_en, g_bins, feats)
 
     @torch.no_grad()
     def encode(
@@ -276,15 +347,20 @@ class LiRAModel(nn.Module):
         kind: str = "query",
         batch_size: int = 32,
         convert_to_numpy: bool = True,
+        part: str = "fused",
     ) -> np.ndarray | Tensor:
-        """L2-normalised embeddings [N, d_en] (numpy, or torch with convert_to_numpy=False).
+        """L2-normalised embeddings [N, d_en + d_lr] (numpy, or torch with convert_to_numpy=False).
 
         ``langs`` gives each text's language (ISO 639-1); "en" skips translation. The store
         is keyed by language, so without ``langs`` (language "xx" = unknown) texts are
-        embedded untranslated.
+        embedded untranslated. ``part`` picks a component instead of the fusion, for
+        leaderboards that show what the fusion adds: ``translation`` (the backbone on the
+        chosen translation, [N, d_en]) or ``e_lr`` (the Adaptor's E_lr alone, [N, d_lr]).
         """
         if isinstance(texts, str):
             raise TypeError("encode takes a list of texts, got a single string; wrap it in a list")
+        if part not in ("fused", "translation", "e_lr"):
+            raise ValueError(f"part must be fused, translation or e_lr, got {part!r}")
         texts = list(texts)
         langs = list(langs) if langs is not None else [UNKNOWN_LANG] * len(texts)
         if len(langs) != len(texts):
@@ -293,66 +369,52 @@ class LiRAModel(nn.Module):
             )
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        was_training = self.head.training
-        self.head.eval()
+        was_training = self.net.training
+        self.net.eval()
         # Each chunk of many batches: the encoders sort it by length (little padding), the
         # selected translations are batched by their own length, memory stays bounded.
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         chunk = batch_size * 16
-        z = torch.zeros(len(texts), self.d_en)
+        width = {"fused": self.dim, "translation": self.d_en, "e_lr": self.d_lr}[part]
+        z = torch.zeros(len(texts), width)
         dev = next(self.head.parameters()).device
         for s in range(0, len(texts), chunk):
             idx = order[s : s + chunk]
             sub, sub_langs = [texts[i] for i in idx], [langs[i] for i in idx]
-            e_en, e_lr = self.streams(sub, sub_langs, kind, batch_size=batch_size)
-            z[idx] = self.head(e_en.to(dev), e_lr.to(dev)).float().cpu()  # a few-token head
-        self.head.train(was_training)
+            st = self.streams(sub, sub_langs, kind, batch_size=batch_size)
+            if part == "translation":
+                out = torch.nn.functional.normalize(st.e_en, dim=-1)
+            elif part == "e_lr":
+                e_lr = self.arca.adaptor.embed_g(st.g_bins.to(dev)).float().cpu()
+                out = torch.nn.functional.normalize(e_lr, dim=-1)
+            else:
+                out = self.net(st.e_en.to(dev), st.g_bins.to(dev), st.feats.to(dev)).float().cpu()
+            z[idx] = out
+        self.net.train(was_training)
         return z.numpy() if convert_to_numpy else z
 
-    def as_sentence_encoder(self, lang: str | None = None) -> SentenceEncoderAdapter:
-        """An object with ``encode(sentences, **kw)`` for sentence-transformers/MTEB code."""
-        return SentenceEncoderAdapter(self, lang)
+    def component(self, part: str) -> ComponentEncoder:
+        """An encoder of one component (``translation`` or ``e_lr``) for leaderboards."""
+        return ComponentEncoder(self, part)
 
 
-class SentenceEncoderAdapter:
-    """``encode(sentences, batch_size=..., **kwargs)`` as sentence-transformers / MTEB call it.
+class ComponentEncoder:
+    """``encode`` of one component of a :class:`LiRAModel` (see ``LiRAModel.encode(part=…)``)."""
 
-    MTEB's ``prompt_type`` (query / document / passage) selects the kind; ``encode_queries``
-    and ``encode_corpus`` serve BEIR-style callers. All texts share ``lang`` (None = unknown).
-    """
-
-    def __init__(self, model: LiRAModel, lang: str | None = None) -> None:
-        self.model, self.lang = model, lang
+    def __init__(self, model: LiRAModel, part: str) -> None:
+        self.model, self.part = model, part
 
     def encode(
-        self, sentences: Sequence[str] | str, batch_size: int = 32, **kwargs: Any
+        self,
+        texts: Sequence[str],
+        langs: Sequence[str] | None = None,
+        kind: str = "query",
+        batch_size: int = 32,
     ) -> np.ndarray:
-        """Embeddings [N, d] (a single string gives [d]), rows L2-normalised."""
-        single = isinstance(sentences, str)
-        texts = [sentences] if single else list(sentences)
-        prompt = str(kwargs.get("prompt_type") or kwargs.get("kind") or "query").lower()
-        kind = (
-            "document" if any(w in prompt for w in ("document", "passage", "corpus")) else "query"
-        )
-        langs = [self.lang] * len(texts) if self.lang else None
-        z = self.model.encode(texts, langs, kind=kind, batch_size=batch_size)
-        return z[0] if single else z
-
-    def encode_queries(
-        self, queries: Sequence[str], batch_size: int = 32, **kwargs: Any
-    ) -> np.ndarray:
-        """BEIR-style query encoding."""
-        return self.encode(list(queries), batch_size=batch_size, prompt_type="query")
-
-    def encode_corpus(
-        self, corpus: Sequence[Any], batch_size: int = 32, **kwargs: Any
-    ) -> np.ndarray:
-        """BEIR-style corpus encoding (dicts with 'title'/'text' or plain strings)."""
-        texts = [
-            (f"{c.get('title', '')} {c.get('text', '')}".strip() if isinstance(c, dict) else str(c))
-            for c in corpus
-        ]
-        return self.encode(texts, batch_size=batch_size, prompt_type="document")
+        """L2-normalised embeddings of the component."""
+        out = self.model.encode(texts, langs, kind=kind, batch_size=batch_size, part=self.part)
+        assert isinstance(out, np.ndarray)
+        return out
 
 
 def _store_path(store: Any) -> bool:

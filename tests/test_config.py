@@ -131,3 +131,60 @@ def test_save_and_reload(tmp_path):
     cfg = load_config(None, ["arca.steps=7", "data.eval_languages=[ru]"])
     save_config(cfg, tmp_path / "c.yaml")
     assert load_config(tmp_path / "c.yaml") == cfg
+
+
+@pytest.mark.parametrize(
+    ("override", "pattern"),
+    [
+        ("lasr.fusion_heads=0", r"'lasr.fusion_heads'.*>= 1"),
+        ("lasr.fusion_dim=250", r"'lasr.fusion_dim'.*multiple of fusion_heads \(4\)"),
+        ("lasr.save_every=0", r"'lasr.save_every'.*>= 1"),
+        ("arca.save_every=0", r"'arca.save_every'.*>= 1"),
+        ("lasr.log_every=0", r"'lasr.log_every'.*>= 1"),
+        ("lasr.grad_accum=0", r"'lasr.grad_accum'.*>= 1"),
+        ("eval.chunk_size=0", r"'eval.chunk_size'.*>= 1"),
+        ("eval.metrics=[bogus]", r"'eval.metrics'.*unknown \['bogus'\].*ndcg@10"),
+        ("eval.metrics=[]", r"'eval.metrics'.*at least one"),
+        ("translation.pass_at_k=3", r"'translation.pass_at_k'.*pass@3 needs 3 LLM translators"),
+        ("translation.num_candidates=0", r"'translation.num_candidates'.*>= 1"),
+        ("output_dir=''", r"'output_dir'.*must name a folder"),
+        ("output_dir='  '", r"'output_dir'.*must name a folder"),
+        ("arca.pool_size=100000", r"'arca.pool_size'.*<= 4096"),
+        ("lasr.lr=.inf", r"'lasr.lr'.*finite number"),
+        ("lasr.max_grad_norm=.nan", r"'lasr.max_grad_norm'.*finite number"),
+        ("arca.eta=1e999", r"'arca.eta'.*finite number"),
+        ("arca.eta=" + "9" * 400, r"'arca.eta'.*too large"),
+        ("translation.critic.max_concurrency=0", r"'translation.critic.max_concurrency'.*>= 1"),
+        ("baselines.lora_r=0", r"'baselines.lora_r'.*>= 1"),
+        ("arca.steps=[", r"'arca.steps'.*not valid YAML.*quote it"),
+    ],
+)
+def test_impossible_values_fail_at_load_naming_key_and_fix(override, pattern):
+    with pytest.raises(ConfigError, match=pattern):
+        load_config(None, [override])
+
+
+def test_translator_concurrency_is_checked():
+    with pytest.raises(ConfigError, match=r"llm_translators\[0\]\.max_concurrency"):
+        from_dict(RunConfig, {"translation": {"llm_translators": [{**_llm("a"),
+                                                                   "max_concurrency": 0}]}})  # fmt: skip
+
+
+def test_non_utf8_yaml_is_a_config_error(tmp_path):
+    f = tmp_path / "latin1.yaml"
+    f.write_bytes("arca:\n  steps: 3\n# Größe\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"latin1.yaml is not UTF-8 text.*save it as UTF-8"):
+        load_config(f)
+
+
+def test_config_error_is_a_user_error():
+    from lira.errors import LiRAError
+
+    assert issubclass(ConfigError, LiRAError) and ConfigError("k", "m").exit_code == 2
+
+
+def test_eval_metric_names_match_the_evaluator():
+    from evaluators.retrieval import MEASURES
+    from lira.config import EVAL_METRICS
+
+    assert set(EVAL_METRICS) == set(MEASURES)

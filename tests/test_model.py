@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from lira.config import RunConfig, TranslationConfig, TranslatorConfig
-from lira.model import LiRAModel, SentenceEncoderAdapter
+from lira.model import LiRAModel
 from lira.translation.store import TranslationStore, reference_translator
 
 DE = ["Wie viele Punkte gab die Verteidigung ab?", "Wer führte das Team an?"]
@@ -37,33 +37,62 @@ def stack(tmp_path_factory, models_config):
     cfg.lasr.fusion_dim, cfg.lasr.fusion_layers = 32, 1
     torch.manual_seed(0)
     model = LiRAModel.from_config(cfg, None, store=store)
-    torch.nn.init.normal_(model.head.out.weight, std=0.05)  # a head that is not the identity
+    torch.nn.init.normal_(model.head.delta.weight, std=0.05)  # a head that changes E_lr
+    torch.nn.init.normal_(model.head.gate_mlp[-1].weight, std=0.5)  # and weighs it per text
     return model, store, tmp
 
 
 def test_translation_choice_store_and_train_only(stack):
     model, _, _ = stack
-    assert model.english_texts(DE, ["de", "de"]) == EN  # gold is train_only: never at inference
-    picked = model.english_texts(DE, ["de", "de"], train=True)
-    assert all(p in (e, e.upper()) for p, e in zip(picked, EN))
+    chosen, translated, picked = model.english_texts(DE, ["de", "de"])
+    assert chosen == EN  # gold is train_only: never at inference
+    assert translated.tolist() == [1.0, 1.0] and picked.shape == (2, 4)
+    assert picked[:, :3].eq(5.5).all()  # references carry no critic score: neutral 5.5
+    train = model.candidates(DE, ["de", "de"], train=True)
+    assert [[c.text for c in cs] for cs in train] == [[e, e.upper()] for e in EN]
     # English input skips translation, unknown text falls back to itself
-    assert model.english_texts(["Who led?", "Unbekannt"], ["en", "de"]) == ["Who led?", "Unbekannt"]
+    chosen, translated, _ = model.english_texts(["Who led?", "Unbekannt"], ["en", "de"])
+    assert chosen == ["Who led?", "Unbekannt"] and translated.tolist() == [0.0, 0.0]
 
 
 def test_streams_use_the_chosen_translation(stack):
     model, _, _ = stack
-    e_en, e_lr = model.streams(DE, ["de", "de"], kind="query")
+    st = model.streams(DE, ["de", "de"], kind="query")
     want = torch.as_tensor(model.backbone.encode(EN, kind="query"))
-    assert torch.allclose(e_en, want, atol=1e-5)
-    assert e_lr.shape == (2, model.d_lr) and e_lr.abs().sum() > 0
-    e_en2, _ = model.streams(EN, ["en", "en"])
-    assert torch.allclose(e_en2, want, atol=1e-5)
+    assert torch.allclose(st.e_en, want, atol=1e-5)
+    assert st.g_bins.shape == (2, model.arca.pool_size, model.arca.adaptor.d_g)
+    # gate features: [is en, is doc, en query, translated, s/10, e/10, p/10, sim]
+    assert st.feats[:, :4].tolist() == [[0.0, 0.0, 0.0, 1.0]] * 2
+    en = model.streams(EN, ["en", "en"], kind="document")
+    assert torch.allclose(en.e_en, torch.as_tensor(model.backbone.encode(EN, kind="document")),
+                          atol=1e-5)  # fmt: skip
+    assert en.feats[:, :4].tolist() == [[1.0, 1.0, 0.0, 0.0]] * 2
+
+
+def test_english_queries_rank_documents_as_the_backbone(stack):
+    """The gate starts English queries at r ≈ 0 and every English document shares one r, so an
+    untrained head ranks English documents for an English query exactly as the backbone."""
+    from lasr.fusion import FusionHead
+
+    model, _, _ = stack
+    head = model.head
+    try:
+        model.set_head(model.lasr_cfg, FusionHead(model.d_en, model.d_lr, 32, 1, 4, 0.0))
+        docs = ["The defense allowed 24 points.", "Peyton Manning led the team.",
+                "Paris is the capital.", "The game was in February.", "Points were scored."]  # fmt: skip
+        q = model.encode(EN, ["en", "en"])
+        d = model.encode(docs, ["en"] * 5, kind="document")
+        hq = model.backbone.encode(EN, kind="query")
+        hd = model.backbone.encode(docs, kind="document")
+        assert (np.argsort(-(q @ d.T), axis=1) == np.argsort(-(hq @ hd.T), axis=1)).all()
+    finally:
+        model.set_head(model.lasr_cfg, head)
 
 
 def test_encode_normalised_numpy_and_torch_and_errors(stack):
     model, _, _ = stack
     z = model.encode(DE + EN, ["de", "de", "en", "en"], batch_size=3)
-    assert isinstance(z, np.ndarray) and z.shape == (4, model.d_en)
+    assert isinstance(z, np.ndarray) and z.shape == (4, model.d_en + model.d_lr)
     assert np.allclose(np.linalg.norm(z, axis=1), 1.0, atol=1e-5)
     zt = model.encode(DE, ["de", "de"], convert_to_numpy=False)
     assert isinstance(zt, torch.Tensor) and np.allclose(zt.numpy(), z[:2], atol=1e-6)
@@ -79,16 +108,6 @@ def test_encode_normalised_numpy_and_torch_and_errors(stack):
         model.encode(DE, ["de"])
     with pytest.raises(ValueError, match="kind"):
         model.encode(DE, ["de", "de"], kind="passage")
-
-
-def test_sentence_encoder_adapter(stack):
-    model, _, _ = stack
-    ad = model.as_sentence_encoder(lang="de")
-    assert isinstance(ad, SentenceEncoderAdapter)
-    doc = ad.encode(DE, batch_size=8, prompt_type="document")
-    assert np.allclose(doc, model.encode(DE, ["de", "de"], kind="document"), atol=1e-6)
-    assert ad.encode(DE[0]).shape == (model.d_en,)
-    assert ad.encode_corpus([{"title": "", "text": DE[0]}]).shape == (1, model.d_en)
 
 
 ROUNDTRIP = """
@@ -126,6 +145,8 @@ def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
     got = np.load(out)
     assert got.shape == want.shape
     assert np.abs(got - want).max() < 1e-6
+    # the store is referenced relative to the model folder: a moved pair keeps its translations
+    assert not meta["store"].startswith("/")
     with pytest.raises(FileNotFoundError, match="not a LiRA model folder"):
         LiRAModel.from_pretrained(tmp_path)
 
@@ -137,9 +158,9 @@ def test_lasr_streams_never_use_train_only_references(stack):
     model, store, _ = stack
     gold = next(t for t in model.translation_cfg.mt_translators if t.train_only)
     store.add_reference(gold, [("Wer gewann?", "de", "The weather is nice in Paris.", None)])
-    assert model.english_texts(["Wer gewann?"], ["de"], train=True) == [
+    assert [c.text for c in model.candidates(["Wer gewann?"], ["de"], train=True)[0]] == [
         "The weather is nice in Paris."
     ]
     bank = build_bank(model, ["q"], ["Wer gewann?"], ["de"], "query", batch_size=4)
     untranslated = torch.as_tensor(model.backbone.encode(["Wer gewann?"], kind="query"))
-    assert torch.allclose(bank.e_en, untranslated, atol=1e-5)
+    assert torch.allclose(bank.streams.e_en, untranslated, atol=1e-5)

@@ -102,3 +102,34 @@ def test_run_writes_the_leaderboard_and_resumes_stage_by_stage(tmp_path, models_
     cfg.lasr.steps = 3
     after = {s: stage_fingerprint(cfg, s) for s in ORDER}
     assert [s for s in ORDER if before[s] != after[s]] == ["lasr", "baselines", "compare", "reason"]
+
+
+def test_pending_failures_rerun_the_stage_and_bad_markers_do_not_crash(tmp_path, monkeypatch):
+    import lira.pipeline as pipeline
+
+    calls: list[str] = []
+    pending = {"translate": 3}
+
+    def fake(stage):
+        def engine(cfg, args):
+            calls.append(stage)
+            return {"pending": pending.get(stage, 0)}
+
+        return engine
+
+    monkeypatch.setattr(pipeline, "_engine", fake)
+    cfg = RunConfig(output_dir=str(tmp_path), stages=["translate", "arca"])
+    pipeline.run_pipeline(cfg)
+    assert calls == ["translate", "arca"]
+    assert json.loads((tmp_path / "stages" / "translate.json").read_text())["pending"] == 3
+    pipeline.run_pipeline(cfg)  # the failed rows are retried; arca is done
+    assert calls == ["translate", "arca", "translate"]
+    pending["translate"] = 0
+    pipeline.run_pipeline(cfg)
+    pipeline.run_pipeline(cfg)  # nothing pending: everything skipped
+    assert calls == ["translate", "arca", "translate", "translate"]
+    (tmp_path / "stages" / "arca.json").write_text("{trunc", encoding="utf-8")
+    pipeline.run_pipeline(cfg)  # an unreadable marker: the stage runs again
+    assert calls[-1] == "arca"
+    summary = (tmp_path / "run_summary.json").read_text()
+    assert "NaN" not in summary

@@ -8,10 +8,18 @@
   query q_l^+, negatives = all batch target queries + the hard-negative target queries q_l^-.
   ``reverse=False`` (ablation "w/o Reverse") uses the conventional direction: anchor q_l,
   positive p_en^+, negatives = batch passages + p_en^-.
-- KL (Eq. 5): S_en[i, j] = softmax_j(sim(p_i, q_en_j)/τ) and S_CL[i, j] = softmax_j(sim(p_i,
-  q_l_j)/τ), the in-batch similarity distributions between English passages and English /
-  target queries (row-wise softmax with τ); KL summed over j, averaged over rows i. Both sides
-  receive gradients (the paper does not detach either).
+- KL (Eq. 5): S_en[i, j] = sim(q_en_i, p_en_j) and S_CL[i, j] = sim(p_en_j, q_l_i), as the
+  paper indexes them: row i is a query (English / target), column j a batch passage. Each row
+  is made a distribution by a softmax over the passages j with τ (the paper names no
+  normalisation; DESIGN.md records the row-wise softmax); KL summed over j, averaged over the
+  B rows (the printed Σ_{i,j} would scale λ3 with the batch size). Both sides receive
+  gradients (the paper does not detach either).
+
+Hard negatives (§4.1, following NV-Retriever): 5 per training sample, sampled uniformly from
+ranks 30-100 of the initial model's retrieval (:func:`sample_hard_negatives`): passages for
+the English query, and target-language queries for the gold passage (the "query negative
+mining" of §4.2, with the same window). With a small corpus the window is clamped to the
+ranked items (logged).
 
 The printed Eq. 1 and 3 drop the logarithm; we implement −log (cross-entropy), as DESIGN.md
 records. With all embeddings identical every logit is equal, so
@@ -20,11 +28,15 @@ L = λ1·log(B(1+K)) + λ2·log(B(1+M)) + λ3·0.
 
 from __future__ import annotations
 
+import logging
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lira.baselines.infonce import info_nce
+
+log = logging.getLogger(__name__)
 
 
 def similarity_distribution(anchor: Tensor, cands: Tensor, tau: float) -> Tensor:
@@ -35,32 +47,54 @@ def similarity_distribution(anchor: Tensor, cands: Tensor, tau: float) -> Tensor
 
 
 def clear_kl(p_pos: Tensor, q_en: Tensor, q_l: Tensor, tau: float) -> Tensor:
-    """KL(S_en ‖ S_CL) of CLEAR Eq. 5, summed over columns and averaged over the B rows."""
-    log_s_en = similarity_distribution(p_pos, q_en, tau)  # [B, B]
-    log_s_cl = similarity_distribution(p_pos, q_l, tau)  # [B, B]
+    """KL(S_en ‖ S_CL) of CLEAR Eq. 5: rows = queries, columns = passages, averaged over rows."""
+    log_s_en = similarity_distribution(q_en, p_pos, tau)  # [B, B]: S_en[i, j] = sim(q_en_i, p_j)
+    log_s_cl = similarity_distribution(q_l, p_pos, tau)  # [B, B]: S_CL[i, j] = sim(p_j, q_l_i)
     return F.kl_div(log_s_cl, log_s_en, reduction="batchmean", log_target=True)
 
 
-def mine_hard_negatives(
-    anchors: Tensor, pool: Tensor, anchor_ids: Tensor, pool_ids: Tensor, k: int
+def rank_window(first: int, last: int, usable: int, k: int) -> tuple[int, int]:
+    """The 1-based rank window [first, last] clamped to ``usable`` ranked items, >= k wide."""
+    last_c = min(last, usable)
+    return max(1, min(first, last_c - k + 1)), last_c
+
+
+def sample_hard_negatives(
+    anchors: Tensor,
+    pool: Tensor,
+    anchor_ids: Tensor,
+    pool_ids: Tensor,
+    k: int,
+    ranks: tuple[int, int] = (30, 100),
+    generator: torch.Generator | None = None,
+    what: str = "hard negatives",
 ) -> Tensor:
-    """Indices [N, k] of the k pool items most similar to each anchor, skipping same-id items.
+    """Indices [N, k]: k pool items per anchor, uniformly from its ranks [first, last] (§4.1).
 
     anchors [N, d], pool [M, d]; ``anchor_ids`` [N] and ``pool_ids`` [M] name the gold item
-    (a pool item with the anchor's id is its positive or a duplicate and is never a negative).
-    Used for passages (anchor = query, pool = passages) and for queries (anchor = English
-    passage, pool = target-language queries), as CLEAR mines both.
+    (a pool item with the anchor's id is its positive or a duplicate and is never ranked).
+    The window is clamped to the items every anchor can rank (logged when it is).
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
-    usable = int((pool_ids.view(1, -1) != anchor_ids.view(-1, 1)).sum(1).min()) if k else 0
+    n = anchors.shape[0]
+    same = anchor_ids.view(-1, 1) == pool_ids.view(1, -1)  # [N, M]
+    usable = int((~same).sum(1).min()) if n else 0
     if k > usable:
-        raise ValueError(f"asked for {k} hard negatives but some anchor has only {usable}; lower k")
-    if k == 0:
-        return torch.zeros(anchors.shape[0], 0, dtype=torch.long)
+        raise ValueError(f"asked for {k} {what} but some anchor has only {usable}; lower k")
+    if k == 0 or n == 0:
+        return torch.zeros(n, 0, dtype=torch.long)
+    first, last = rank_window(ranks[0], ranks[1], usable, k)
+    if (first, last) != tuple(ranks):
+        log.info(
+            "%s: rank window %d-%d clamped to %d-%d (%d rankable items per anchor)",
+            what, ranks[0], ranks[1], first, last, usable,
+        )  # fmt: skip
     sim = F.normalize(anchors.float(), dim=-1) @ F.normalize(pool.float(), dim=-1).T  # [N, M]
-    sim = sim.masked_fill(anchor_ids.view(-1, 1) == pool_ids.view(1, -1), float("-inf"))
-    return sim.topk(k, dim=1).indices
+    order = sim.masked_fill(same, float("-inf")).argsort(dim=1, descending=True)
+    window = order[:, first - 1 : last].cpu()  # [N, W]
+    pick = torch.rand(window.shape, generator=generator).argsort(dim=1)[:, :k]  # [N, k]
+    return window.gather(1, pick)
 
 
 class ClearLoss(nn.Module):

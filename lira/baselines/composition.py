@@ -1,29 +1,43 @@
-"""Training-data language compositions D(l1 l2 l3) and the GIST guided loss (paper 001).
+"""Training-data language compositions D(l1 l2 l3), their mined negatives, the GIST loss (paper 001).
 
 Paper 001 (Korean-English CLIR) writes a training set as D(l1 l2 l3): queries in l1,
 positives in l2, negatives in l3 (e.g. D(koenen) = Korean queries, English positives and
 negatives), built from *parallel* data so that every composition holds the same examples.
-Models are trained with GISTEmbedLoss (Solatorio 2024) with a frozen guide model:
 
-    s_ij = cos(a_i, c_j)/τ over candidates c ∈ {positives, anchors, positives, negatives};
-    a candidate j is dropped (s_ij = -inf) when g(a_i, c_j) > g(a_i, p_i) - margin,
-    L = CE(s_i, i),
+Negatives (App. B.2): for each English query the English documents are ranked by a retriever
+(NV-Embed-v2 there), candidates are taken from ranks 50-300, a candidate is dropped when its
+cosine with the query exceeds 0.8 or is not below 0.95 × the positive's cosine, and the
+first 5 that remain are kept (a sixth, LLM-generated negative has no counterpart here).
+:func:`mine_filtered_negatives` does this with the initial backbone as the retriever. When a
+query has fewer than k candidates passing the filters in the window, the ranks after the
+window and then before it are searched, and only then are filtered-out items used (logged).
+With a small corpus the window is clamped to the ranked items (logged).
 
-where g is the guide's cosine similarity (false-negative suppression; the anchor's own
-positive is never dropped, and anchor-anchor / positive-positive self pairs always are since
-g = 1 there). The guide is the frozen initial backbone here (the paper uses bge-m3).
+Loss: the models are trained with sentence-transformers' ``CachedGISTEmbedLoss`` (Solatorio
+2024; App. B.3), here the library's own class: :class:`SentenceView` lets it call our
+encoders, :func:`gist_features` builds its input columns (anchor, positive, negative_1..k).
+For anchor a_i with guide g, positive p_i and candidates c ∈ {positives, anchors, positives,
+negatives} of the batch, s_ic = cos(a_i, c)/τ, candidates with g(a_i, c) > g(a_i, p_i)
+(absolute margin 0, the library's default) are dropped except p_i itself, and
+L = CE(s_i, i). The guide is the frozen initial backbone (the paper's guide is bge-m3, which
+is not available offline); τ = 0.01 is the library's default (the paper sets none).
 """
 
 from __future__ import annotations
 
-import random
+import logging
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
+from lira.baselines.clear import rank_window
 from lira.data.types import ParallelData
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -42,7 +56,7 @@ class Composition:
 
 @dataclass
 class CompositionExample:
-    """One training triple of a composition; ``doc_id`` names the positive (false negatives)."""
+    """One training row of a composition; ``doc_id`` names the positive (false negatives)."""
 
     query: str
     positive: str
@@ -64,16 +78,13 @@ def build_composition(
     queries: ParallelData,
     passages: ParallelData,
     spec: str | Composition,
-    num_negatives: int = 1,
-    seed: int = 0,
-    negative_rows: list[list[int]] | None = None,
+    negatives: dict[str, list[list[str]]],
 ) -> list[CompositionExample]:
-    """The examples of D(l1 l2 l3): row i = (query_i in l1, passage_i in l2, negatives in l3).
+    """The examples of D(l1 l2 l3): row i = (query_i in l1, passage_i in l2, negatives_i in l3).
 
     ``queries`` and ``passages`` are row-aligned parallel data (passage i is the gold of query
-    i). Negatives are other rows' passages in l3 whose positive differs (same English/first
-    text = same document), taken from ``negative_rows`` (e.g. mined hard negatives) when
-    given, else drawn at random with ``seed``.
+    i); ``negatives[lang][i]`` are row i's mined negatives in ``lang`` (App. B.2 mines them
+    once, in English, and every composition reuses them in its l3).
     """
     comp = parse_composition(spec) if isinstance(spec, str) else spec
     if len(queries.ids) != len(passages.ids):
@@ -81,80 +92,141 @@ def build_composition(
             f"queries ({len(queries.ids)} rows) and passages ({len(passages.ids)}) must be "
             "row-aligned parallel data"
         )
-    for what, data, lang in (
-        ("query", queries, comp.query),
-        ("positive", passages, comp.positive),
-        ("negative", passages, comp.negative),
-    ):
-        if lang not in data.texts:
+    for what, data, lang in (("query", queries.texts, comp.query),
+                             ("positive", passages.texts, comp.positive),
+                             ("negative", negatives, comp.negative)):  # fmt: skip
+        if lang not in data:
             raise ValueError(
-                f"D({comp.name}) needs {what}s in '{lang}' but the data has {sorted(data.texts)}"
+                f"D({comp.name}) needs {what}s in '{lang}' but the data has {sorted(data)}"
             )
-    key_lang = "en" if "en" in passages.texts else sorted(passages.texts)[0]
-    doc_keys = passages.texts[key_lang]
-    rng = random.Random(seed)
-    n = len(queries.ids)
-    out = []
-    for i in range(n):
-        cands = negative_rows[i] if negative_rows is not None else None
-        if cands is None:
-            cands = rng.sample(range(n), min(n, num_negatives + 8))
-        negs = [j for j in cands if doc_keys[j] != doc_keys[i]][:num_negatives]
-        if len(negs) < num_negatives:
-            negs += [j for j in range(n) if doc_keys[j] != doc_keys[i] and j not in negs][
-                : num_negatives - len(negs)
-            ]
-        if len(negs) < num_negatives:
-            raise ValueError(f"row {i} has fewer than {num_negatives} distinct negatives")
-        out.append(
-            CompositionExample(
-                query=queries.texts[comp.query][i],
-                positive=passages.texts[comp.positive][i],
-                negatives=[passages.texts[comp.negative][j] for j in negs],
-                doc_id=doc_keys[i],
-            )
+    if len(negatives[comp.negative]) != len(queries.ids):
+        raise ValueError(
+            f"negatives hold {len(negatives[comp.negative])} rows for {len(queries.ids)} queries"
         )
-    return out
+    key_lang = "en" if "en" in passages.texts else sorted(passages.texts)[0]
+    return [
+        CompositionExample(
+            query=queries.texts[comp.query][i],
+            positive=passages.texts[comp.positive][i],
+            negatives=list(negatives[comp.negative][i]),
+            doc_id=passages.texts[key_lang][i],
+        )
+        for i in range(len(queries.ids))
+    ]
 
 
-def guided_info_nce(
-    anchor: Tensor,
-    positive: Tensor,
-    negatives: Tensor | None,
-    g_anchor: Tensor,
-    g_positive: Tensor,
-    g_negatives: Tensor | None,
-    tau: float = 0.05,
-    margin: float = 0.0,
-    contrast_anchors: bool = True,
-    contrast_positives: bool = True,
+@torch.no_grad()
+def mine_filtered_negatives(
+    queries: Tensor,
+    pool: Tensor,
+    positives: Tensor,
+    query_ids: Tensor,
+    pool_ids: Tensor,
+    k: int,
+    ranks: tuple[int, int] = (50, 300),
+    max_sim: float = 0.8,
+    relative_margin: float = 0.95,
 ) -> Tensor:
-    """GIST guided contrastive loss (Solatorio 2024; paper 001 §3) with guide-similarity masks.
+    """Indices [N, k] of paper 001's hard negatives (App. B.2) for each query.
 
-    anchor/positive [B, d], negatives [B, K, d] or None; g_* the guide's embeddings of the same
-    texts (any width d_g). Returns the mean cross-entropy over the batch.
+    queries [N, d], pool [M, d], positives [N, d] (each query's gold document); pool items
+    with the query's id are never negatives. Kept: the first k items in ranks [first, last]
+    with cos(q, n) <= ``max_sim`` and cos(q, n) < ``relative_margin`` · cos(q, p).
     """
-    b = anchor.shape[0]
+    n = queries.shape[0]
+    if k == 0 or n == 0:
+        return torch.zeros(n, 0, dtype=torch.long)
+    q = F.normalize(queries.float(), dim=-1)
+    sim = q @ F.normalize(pool.float(), dim=-1).T  # [N, M]
+    pos = (q * F.normalize(positives.float(), dim=-1)).sum(-1)  # [N]
+    same = query_ids.view(-1, 1) == pool_ids.view(1, -1)
+    usable = int((~same).sum(1).min())
+    if k > usable:
+        raise ValueError(f"asked for {k} negatives but some query has only {usable}; lower k")
+    first, last = rank_window(ranks[0], ranks[1], usable, k)
+    if (first, last) != tuple(ranks):
+        log.info(
+            "composition negatives: rank window %d-%d clamped to %d-%d (%d rankable documents)",
+            ranks[0], ranks[1], first, last, usable,
+        )  # fmt: skip
+    order = sim.masked_fill(same, float("-inf")).argsort(dim=1, descending=True)[:, :usable]
+    ok = (sim <= max_sim) & (sim < relative_margin * pos.view(-1, 1))  # [N, M]
+    search = torch.cat([order[:, first - 1 : last], order[:, last:], order[:, : first - 1]], 1)
+    passing = ok.gather(1, search).cpu().numpy()  # [N, usable], in search order
+    search = search.cpu().numpy()
+    out, relaxed = [], 0
+    for i in range(n):
+        keep = np.flatnonzero(passing[i])[:k]
+        if len(keep) < k:  # too few pass the filters: the best-ranked others fill the row
+            relaxed += 1
+            keep = np.concatenate([keep, np.flatnonzero(~passing[i])[: k - len(keep)]])
+        out.append(search[i, keep].tolist())
+    if relaxed:
+        log.warning(
+            "composition negatives: %d of %d queries had < %d documents passing the filters "
+            "(cos <= %.2f, < %.2f x positive); filled with filtered-out ones in search order",
+            relaxed, n, k, max_sim, relative_margin,
+        )  # fmt: skip
+    return torch.tensor(out, dtype=torch.long)
 
-    def cos(x: Tensor, y: Tensor) -> Tensor:
-        return F.normalize(x.float(), dim=-1) @ F.normalize(y.float(), dim=-1).T
 
-    with torch.no_grad():
-        g_ap = cos(g_anchor, g_positive)  # [B, B]
-        thresh = g_ap.diagonal().view(-1, 1) - margin  # [B, 1]
-    own = torch.eye(b, dtype=torch.bool, device=anchor.device)
-    blocks = [cos(anchor, positive).masked_fill((g_ap > thresh) & ~own, float("-inf"))]
-    if contrast_anchors:
-        g = cos(g_anchor, g_anchor)
-        blocks.append(cos(anchor, anchor).masked_fill((g > thresh) | own, float("-inf")))
-    if contrast_positives:
-        g = cos(g_positive, g_positive)
-        blocks.append(cos(positive, positive).masked_fill((g > thresh) | own, float("-inf")))
-    if negatives is not None and negatives.numel() > 0:
-        if g_negatives is None:
-            raise ValueError("negatives given without the guide's g_negatives")
-        neg = negatives.reshape(-1, negatives.shape[-1])  # [B*K, d]
-        g = cos(g_anchor, g_negatives.reshape(-1, g_negatives.shape[-1]))  # [B, B*K]
-        blocks.append(cos(anchor, neg).masked_fill(g > thresh, float("-inf")))
-    logits = torch.cat(blocks, dim=1) / tau  # [B, C]
-    return F.cross_entropy(logits, torch.arange(b, device=anchor.device))
+class SentenceView(nn.Module):
+    """An encoder as sentence-transformers' losses call a model: {'row'} -> {'sentence_embedding'}.
+
+    ``row`` [N] indexes ``table`` (text, kind) pairs, set by :func:`gist_features` before the
+    loss runs; the texts are encoded by ``encoder(texts, kind=...)`` (our Backbone, possibly
+    wrapped by accelerate), so prompts, truncation and pooling stay the backbone's own. The
+    loss slices ``row`` into mini-batches; a column never mixes kinds.
+    """
+
+    def __init__(self, encoder: nn.Module, tokenizer: Any, max_length: int) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.tokenizer = tokenizer  # checked by sentence-transformers; token ids never leave
+        self.max_seq_length = max_length
+        self.table: list[tuple[str, str]] = []
+
+    def __getitem__(self, index: int) -> nn.Module:
+        """The first module (sentence-transformers checks it is no StaticEmbedding)."""
+        return self.encoder
+
+    def forward(self, features: dict[str, Tensor]) -> dict[str, Tensor]:
+        """{'sentence_embedding': [N, d]} of the table rows in ``features['row']``."""
+        rows = [self.table[r] for r in features["row"].tolist()]
+        kinds = {kind for _, kind in rows}
+        if len(kinds) != 1:
+            raise ValueError(f"one mini-batch must hold one kind of text, got {sorted(kinds)}")
+        return {"sentence_embedding": self.encoder([t for t, _ in rows], kind=kinds.pop())}
+
+
+def gist_loss(
+    model: nn.Module, guide: nn.Module, tokenizer: Any, max_length: int, tau: float,
+    mini_batch: int,
+) -> nn.Module:  # fmt: skip
+    """sentence-transformers' CachedGISTEmbedLoss over :class:`SentenceView` s of two encoders."""
+    try:
+        from sentence_transformers.sentence_transformer.losses import CachedGISTEmbedLoss
+    except ImportError:  # sentence-transformers < 6
+        from sentence_transformers.losses import CachedGISTEmbedLoss
+
+    loss = CachedGISTEmbedLoss(
+        SentenceView(model, tokenizer, max_length),
+        SentenceView(guide, tokenizer, max_length),
+        temperature=tau,
+        mini_batch_size=mini_batch,
+    )
+    loss.must_retokenize = False  # each view encodes the texts itself
+    return loss
+
+
+def gist_features(
+    loss: nn.Module, columns: list[list[str]], kinds: list[str], device: torch.device
+) -> list[dict[str, Tensor]]:
+    """The loss's input columns (anchor, positive, negative_1..k) for ``columns`` of texts."""
+    table = [(t, kind) for col, kind in zip(columns, kinds) for t in col]
+    loss.model.table = loss.guide.table = table
+    out, start = [], 0
+    for col in columns:
+        out.append({"row": torch.arange(start, start + len(col), device=device)})
+        start += len(col)
+    return out

@@ -3,19 +3,23 @@
     L = E[L_JSD + L_NCE]                                                       (Eq. 2)
     P(z)_i = softmax(z)_i over the embedding dimensions                          (Eq. 5)
     JSD(P‖Q) = ½ KL(P‖M) + ½ KL(Q‖M),  M = ½(P + Q)                             (Eq. 4)
-    L_JSD = sqrt(JSD(P(z_en) ‖ P(z_tgt)) + ε)                                   (Eq. 6)
+    L_JSD = sqrt(JSD(P(z_d_en) ‖ P(z_d_tgt)) + ε)                               (Eq. 6)
     L_NCE = −1/n Σ_i log softmax over {q_en_j} of s(p_tgt_i, q_en_i^+)          (Eq. 7)
 
-L_NCE is *reversed*: the target-language text is the anchor and the English texts of the batch
-(its positive and the other rows' as in-batch negatives) are the candidates, with cosine
-similarity / τ. Natural logarithms throughout (scipy's ``jensenshannon`` uses base e too, and
-returns sqrt(JSD)). Ablations: ``use_jsd=False`` ("w/o L_JSD"), ``use_nce=False``
-("w/o L_NCE"), ``psq=True`` (L_NCE_psq: English text anchored against target texts instead).
+L_NCE is *reversed*: the target-language passage p_tgt is the anchor, its English query q_en
+the positive and the batch's other English queries the in-batch negatives, with cosine
+similarity / τ. Eq. 7 prints no temperature; τ = 0.05 (sentence-transformers'
+MultipleNegativesRankingLoss default, scale 20) is the configured default. Natural logarithms
+throughout (scipy's ``jensenshannon`` uses base e too, and returns sqrt(JSD)). Ablations
+(Table 3): ``use_jsd=False`` ("w/o L_JSD"), ``use_nce=False`` ("w/o L_NCE"), ``psq=True``
+(L_NCE_psq: the English passage p_en replaces q_en as p_tgt's positive, in-batch p_en as
+negatives; Table 3 reports it as a row of its own, i.e. with ``use_jsd=False``).
 
-Data mapping (recorded choice): the paper's triple (q_en, p_en, p_tgt) aligns translated
-documents; our training split holds translated *queries* and English passages, so the trainer
-aligns z_en = q_en with z_tgt = q_l (a translation pair, as in the paper) and anchors the
-target query q_l against the English passages p_en (the cross-lingual pair of our data).
+Data (§4, Eq. 2): triples (q_en, p_en, p_tgt). On XQuAD-R they are the English question, its
+English gold sentence and its gold sentence in the training language, found in that
+language's own file (``XQuADR.gold_sentence``). L_JSD is taken on the passage pair
+(z_d_en, z_d_tgt) = (p_en, p_tgt), Eq. 6. z is the model's sentence embedding as it scores
+(unit norm for our backbones).
 """
 
 from __future__ import annotations
@@ -46,13 +50,14 @@ class JSDInfoNCELoss(nn.Module):
         jsd_weight: weight of L_JSD (the paper adds the two terms with weight 1).
         eps: ε inside the square root of Eq. 6.
         use_jsd / use_nce: False drops that term (ablations of Table 3).
-        psq: replace L_NCE by L_NCE_psq (English text anchor vs target texts).
+        psq: replace L_NCE by L_NCE_psq (p_tgt anchored against the English passages).
 
-    Inputs: ``loss(z_en [B,d], z_tgt [B,d], anchor_tgt [B,d], cands_en [B,d], ids [B])``:
-    L_JSD between the rows of z_en and z_tgt (translations), L_NCE anchored on anchor_tgt with
-    cands_en as positives / in-batch negatives. Example::
+    Inputs: ``loss(p_en [B,d], p_tgt [B,d], q_en [B,d], ids [B])``: L_JSD between the rows of
+    p_en and p_tgt (Eq. 6), L_NCE anchored on p_tgt with q_en as positives / in-batch
+    negatives (Eq. 7); ``ids`` names each row's gold passage (rows sharing it are not each
+    other's negatives). Example::
 
-        loss = JSDInfoNCELoss(tau=0.05)(q_en, q_de, q_de, p_en)
+        loss = JSDInfoNCELoss(tau=0.05)(p_en, p_de, q_en)
     """
 
     def __init__(
@@ -73,20 +78,13 @@ class JSDInfoNCELoss(nn.Module):
         self.use_jsd, self.use_nce, self.psq = use_jsd, use_nce, psq
 
     def forward(
-        self,
-        z_en: Tensor,
-        z_tgt: Tensor,
-        anchor_tgt: Tensor,
-        cands_en: Tensor,
-        ids: Tensor | None = None,
+        self, p_en: Tensor, p_tgt: Tensor, q_en: Tensor, ids: Tensor | None = None
     ) -> Tensor:
-        """jsd_weight·mean L_JSD + L_NCE, a scalar."""
-        loss = z_en.new_zeros((), dtype=torch.float32)
+        """jsd_weight·mean L_JSD(p_en, p_tgt) + L_NCE(anchor p_tgt, positive q_en), a scalar."""
+        loss = p_en.new_zeros((), dtype=torch.float32)
         if self.use_jsd:
-            loss = loss + self.jsd_weight * jsd_distance(z_en, z_tgt, self.eps).mean()
+            loss = loss + self.jsd_weight * jsd_distance(p_en, p_tgt, self.eps).mean()
         if self.use_nce:
-            if self.psq:
-                loss = loss + info_nce(cands_en, anchor_tgt, None, self.tau, ids)
-            else:
-                loss = loss + info_nce(anchor_tgt, cands_en, None, self.tau, ids)
+            positive = p_en if self.psq else q_en
+            loss = loss + info_nce(p_tgt, positive, None, self.tau, ids)
         return loss

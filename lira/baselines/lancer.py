@@ -12,17 +12,22 @@ exactly 0 and no NaN gradient.
 Columns of absent languages stay in the 1/(nk) mean, as the paper's formula writes it; the
 stratified batching below always fills every language.
 
-Batching (paper §4: 64 retrieval examples + 16 texts per language per step): each step draws
-one English retrieval batch and one multilingual batch with the same number of texts per language.
+Batching (paper §4.1: 64 retrieval examples + 16 texts per language per step): each step draws
+one English retrieval batch and one multilingual batch with the same number of texts per
+language. The multilingual texts are *non-parallel* (mC4 passages in the paper):
+:func:`non_parallel_texts` gives every group of parallel texts (an XQuAD-R gold sentence and
+its translations) to exactly one language, so no content appears in two languages' pools.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch.nn.functional as F
 from torch import Tensor
+
+from lira.data.types import Record
 
 
 def correlation_penalty(x: Tensor, lang_ids: Tensor, n_langs: int, eps: float = 1e-8) -> Tensor:
@@ -71,6 +76,29 @@ def stratified_language_batch(
         out_texts += pick
         out_ids += [j] * per_lang
     return out_texts, out_ids
+
+
+def non_parallel_texts(
+    records: dict[str, Sequence[Record]], group: Callable[[Record], str], seed: int = 0
+) -> dict[str, list[str]]:
+    """Per language, the texts of the groups dealt to it: each group goes to one language only.
+
+    ``records[lang]`` are parallel across languages through ``group`` (e.g. the English gold
+    sentence an XQuAD-R sentence translates); the groups are shuffled with ``seed`` and dealt
+    round-robin over the sorted languages, so the pools are non-parallel and about equal.
+    """
+    langs = sorted(records)
+    groups = sorted({group(r) for lang in langs for r in records[lang]})
+    random.Random(seed).shuffle(groups)
+    owner = {g: langs[i % len(langs)] for i, g in enumerate(groups)}
+    out = {lang: [r.text for r in records[lang] if owner[group(r)] == lang] for lang in langs}
+    empty = [lang for lang, texts in out.items() if not texts]
+    if empty:
+        raise ValueError(
+            f"languages {empty} got no text: {len(groups)} groups cannot be dealt over "
+            f"{len(langs)} languages; use more training data"
+        )
+    return out
 
 
 def lancer_loss(

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lira.data.errors import DataError, Dropper
+from lira.data.errors import DataError, Dropper, Unique
 from lira.data.io import field_text, read_records, read_table
 from lira.data.types import Record, RetrievalData
+from lira.errors import MissingFileError
 
 
 def _build(
@@ -24,10 +25,12 @@ def _build(
     drop: Dropper,
 ) -> RetrievalData:
     corpus, queries, qrels = [], [], {}
+    doc_seen, query_seen = Unique(files[0], "_id"), Unique(files[1], "_id")
     for i, rec in corpus_rows:
         try:
             doc_id = field_text(rec, "_id", files[0], i)
             text = field_text(rec, "text", files[0], i)
+            doc_seen.check(doc_id, i)
         except DataError as e:
             drop(e)
             continue
@@ -35,15 +38,16 @@ def _build(
         corpus.append(Record(doc_id, f"{title}. {text}" if title else text, lang))
     for i, rec in query_rows:
         try:
-            queries.append(
-                Record(
-                    field_text(rec, "_id", files[1], i), field_text(rec, "text", files[1], i), lang
-                )
-            )
+            qid = field_text(rec, "_id", files[1], i)
+            text = field_text(rec, "text", files[1], i)
+            query_seen.check(qid, i)
         except DataError as e:
             drop(e)
+            continue
+        queries.append(Record(qid, text, lang))
     doc_ids = {d.id for d in corpus}
     query_ids = {q.id for q in queries}
+    seen_pairs: dict[tuple[str, str], tuple[int, int | str]] = {}
     for i, row in qrel_rows:
         try:
             qid = field_text(row, "query-id", files[2], i)
@@ -53,9 +57,18 @@ def _build(
             if qid not in query_ids:
                 raise DataError(files[2], i, "query-id", f"unknown query id {qid!r}")
             raw = row.get("score")
-            score = 1 if raw is None or raw == "" else int(float(raw))
-        except (DataError, ValueError, TypeError) as e:
-            drop(e if isinstance(e, DataError) else DataError(files[2], i, "score", str(e)))
+            try:
+                score = 1 if raw is None or raw == "" else int(float(raw))
+            except (ValueError, TypeError, OverflowError):
+                raise DataError(files[2], i, "score", f"not a number: {raw!r}") from None
+            old = seen_pairs.setdefault((qid, did), (score, i))
+            if old[0] != score:
+                raise DataError(
+                    files[2], i, "score",
+                    f"({qid!r}, {did!r}) was judged {old[0]} at record {old[1]}, now {score}",
+                )  # fmt: skip
+        except DataError as e:
+            drop(e)
             continue
         if score > 0:
             qrels.setdefault(qid, {})[did] = score
@@ -97,7 +110,7 @@ def _hf_table(path: Path, name: str, split: str) -> tuple[Path, list[tuple[int, 
         if f.is_file():
             ds = load_dataset(_SUFFIXES[f.suffix], data_files=str(f), split="train")
             return f, [(i, dict(r)) for i, r in enumerate(ds, start=1)]
-    raise FileNotFoundError(
+    raise MissingFileError(
         f"{path} has no '{name}' dataset: expected a save_to_disk folder {sub} or one of "
         f"{[str(c) for c in candidates]}"
     )

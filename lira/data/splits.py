@@ -9,22 +9,32 @@ same ids in every language, so no held-out question is seen in any language duri
 - ``train_parallel``: the training questions in English and every train language (baselines).
 - ``dataset``: the XQuADR object, for the evaluation scenarios (En-En, Multi, ...).
 
-Other retrieval formats (LazRetrieval, BEIR, a ``datasets`` folder) are split by query id; their
-non-English documents are added to ``train_sources`` because LiRA encodes documents through
+LazRetrieval uses its released train/test split when the folder has one (``train/`` + ``test/``,
+or one such pair per country: :func:`lira.data.lazretrieval.split_folders`): the query ids of
+each split are exactly those of its files. Only a dataset that ships no split — LazRetrieval as
+one unsplit folder, BEIR, a ``datasets`` folder — is split by query id at random
+(``eval_fraction``, ``split_seed``); that is logged as a warning and recorded in
+``Splits.split_note``, which ``lira eval`` / ``lira compare`` print with their results.
+Non-English documents are added to the sources to translate (``train_sources``, and for a
+released test split its own items to ``eval_sources``) because LiRA encodes documents through
 the same translate-and-anchor path. An STS file (``data.sts_path``, or ``format: sts``) is split
 by pair index into ``train_pairs`` / ``eval_pairs`` for the rank task.
 """
 
 from __future__ import annotations
 
+import logging
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lira.config import DataConfig
 from lira.data import demo_path
+from lira.data.errors import DataError
 from lira.data.types import PairData, ParallelData, Record, RetrievalData
 from lira.data.xquad_r import XQuADR, load_xquad_r
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -41,6 +51,8 @@ class Splits:
     dataset: XQuADR | None = None
     train_ids: list[str] = field(default_factory=list)
     eval_ids: list[str] = field(default_factory=list)
+    split_note: str = ""
+    """How train and held-out data were separated (released split files, or a random split)."""
 
     @property
     def train_retrieval(self) -> RetrievalData | None:
@@ -67,7 +79,16 @@ def _xquad_splits(cfg: DataConfig) -> Splits:
     folder = demo_path() if cfg.path == "demo" else Path(cfg.path)
     langs = list(dict.fromkeys(["en", *cfg.train_languages, *cfg.eval_languages]))
     ds = load_xquad_r(folder, langs, drop_malformed=cfg.drop_malformed)
+    if not ds.question_ids:
+        counts = {lang: len(x.questions) for lang, x in ds.langs.items()}
+        raise DataError(
+            folder, None, "<data>",
+            f"no question is usable in every language {langs} (usable questions per language: "
+            f"{counts}; {ds.dropped} malformed record(s) dropped)",
+            "check the files, or data.train_languages / data.eval_languages",
+        )  # fmt: skip
     train_ids, eval_ids = ds.split(cfg.eval_fraction, cfg.split_seed)
+    _check_train(folder, len(ds.question_ids), len(train_ids), cfg)
     if cfg.max_train_queries:
         train_ids = train_ids[: cfg.max_train_queries]
     if cfg.max_eval_queries:
@@ -87,14 +108,38 @@ def _xquad_splits(cfg: DataConfig) -> Splits:
         dataset=ds,
         train_ids=train_ids,
         eval_ids=eval_ids,
+        split_note=(
+            f"XQuAD-R question ids split at random (eval_fraction={cfg.eval_fraction}, "
+            f"split_seed={cfg.split_seed}), the same ids in every language"
+        ),
     )
 
 
+def _check_train(where: str | Path, n: int, n_train: int, cfg: DataConfig) -> None:
+    """A split that leaves no training item is an error naming the data and the fix."""
+    if n_train == 0:
+        raise DataError(
+            where, None, "<data>",
+            f"only {n} usable item(s): data.eval_fraction={cfg.eval_fraction} leaves none for "
+            "training",
+            "add data or lower data.eval_fraction",
+        )  # fmt: skip
+
+
 def _split_retrieval(data: RetrievalData, cfg: DataConfig) -> Splits:
+    if not data.corpus or not data.queries:
+        what = "no document" if not data.corpus else "no query with a positive judgement"
+        raise DataError(
+            cfg.path, None, "<data>",
+            f"{what} ({len(data.corpus)} documents, {len(data.queries)} judged queries, "
+            f"{data.dropped} malformed record(s) dropped)",
+            "check the files and data.format",
+        )  # fmt: skip
     ids = sorted(q.id for q in data.queries)
     random.Random(cfg.split_seed).shuffle(ids)
     n_eval = max(1, round(len(ids) * cfg.eval_fraction))
     eval_ids, train_ids = set(ids[:n_eval]), set(ids[n_eval:])
+    _check_train(cfg.path, len(ids), len(train_ids), cfg)
 
     def part(keep: set[str], cap: int, name: str) -> RetrievalData:
         queries = [q for q in data.queries if q.id in keep]
@@ -105,6 +150,11 @@ def _split_retrieval(data: RetrievalData, cfg: DataConfig) -> Splits:
     train = part(train_ids, cfg.max_train_queries, f"{data.name} train")
     held = part(eval_ids, cfg.max_eval_queries, f"{data.name} eval")
     docs = [d for d in data.corpus if d.lang != "en"]
+    note = (
+        f"{data.name or cfg.path} ships no train/test split: query ids re-split at random "
+        f"(eval_fraction={cfg.eval_fraction}, split_seed={cfg.split_seed})"
+    )
+    log.warning("%s", note)
     return Splits(
         train_sources=[q for q in train.queries if q.lang != "en"] + docs,
         eval_sources=[q for q in held.queries if q.lang != "en"],
@@ -112,7 +162,74 @@ def _split_retrieval(data: RetrievalData, cfg: DataConfig) -> Splits:
         eval=held,
         train_ids=[q.id for q in train.queries],
         eval_ids=[q.id for q in held.queries],
+        split_note=note,
     )
+
+
+def _released_retrieval(
+    train: RetrievalData, test: RetrievalData, cfg: DataConfig, note: str
+) -> Splits:
+    """Splits that keep a released train/test split exactly (a cap keeps the first queries of
+    each language)."""
+    for what, data in (("train", train), ("test", test)):
+        if not data.corpus or not data.queries:
+            raise DataError(
+                cfg.path, None, "<data>",
+                f"the released {what} split has {len(data.queries)} judged queries and "
+                f"{len(data.corpus)} items",
+                "check the split's query.json, item.json and pairs_info.json",
+            )  # fmt: skip
+    both = sorted({q.id for q in train.queries} & {q.id for q in test.queries})
+    if both:
+        raise DataError(
+            cfg.path, None, "ID",
+            f"{len(both)} query id(s) are in both train and test (e.g. {both[:3]})",
+            "use the released split files unchanged",
+        )  # fmt: skip
+
+    def cap(data: RetrievalData, n: int, name: str) -> RetrievalData:
+        """The first ``n`` queries of each language (0 = all), in file order."""
+        count: dict[str, int] = {}
+        queries = []
+        for q in data.queries:
+            count[q.lang] = count.get(q.lang, 0) + 1
+            if not n or count[q.lang] <= n:
+                queries.append(q)
+        qrels = {q.id: data.qrels[q.id] for q in queries}
+        return RetrievalData(queries, data.corpus, qrels, name=name, dropped=data.dropped)
+
+    train = cap(train, cfg.max_train_queries, "lazretrieval train")
+    held = cap(test, cfg.max_eval_queries, "lazretrieval test")
+    train_docs = [d for d in train.corpus if d.lang != "en"]
+    seen = {(d.text, d.lang) for d in train_docs}
+    test_docs = [d for d in held.corpus if d.lang != "en" and (d.text, d.lang) not in seen]
+    log.info("%s", note)
+    return Splits(
+        train_sources=[q for q in train.queries if q.lang != "en"] + train_docs,
+        eval_sources=[q for q in held.queries if q.lang != "en"] + test_docs,
+        train=train,
+        eval=held,
+        train_ids=[q.id for q in train.queries],
+        eval_ids=[q.id for q in held.queries],
+        split_note=note,
+    )
+
+
+def _lazretrieval_splits(cfg: DataConfig) -> Splits:
+    """The released train/test split when the folder has one, else a random split by query id."""
+    from lira.data.lazretrieval import load_lazretrieval, load_lazretrieval_split, split_folders
+
+    folders = split_folders(cfg.path)
+    if folders is None:
+        return _split_retrieval(load_lazretrieval(cfg.path, drop_malformed=cfg.drop_malformed), cfg)
+    train = load_lazretrieval_split(folders["train"], drop_malformed=cfg.drop_malformed)
+    test = load_lazretrieval_split(folders["test"], drop_malformed=cfg.drop_malformed)
+    where = ", ".join(str(p) for p in folders["test"][:3])
+    note = (
+        f"LazRetrieval released split: {len(train.queries)} train / {len(test.queries)} test "
+        f"queries, ids as in the split files ({where}{' …' if len(folders['test']) > 3 else ''})"
+    )
+    return _released_retrieval(train, test, cfg, note)
 
 
 def _split_pairs(pairs: PairData, cfg: DataConfig) -> tuple[PairData, PairData]:
@@ -153,11 +270,7 @@ def load_splits(cfg: DataConfig) -> Splits:
     if cfg.format == "xquad_r":
         splits = _xquad_splits(cfg)
     elif cfg.format == "lazretrieval":
-        from lira.data.lazretrieval import load_lazretrieval
-
-        splits = _split_retrieval(
-            load_lazretrieval(cfg.path, drop_malformed=cfg.drop_malformed), cfg
-        )
+        splits = _lazretrieval_splits(cfg)
     elif cfg.format == "beir":
         from lira.data.beir import load_beir
 
@@ -175,7 +288,14 @@ def load_splits(cfg: DataConfig) -> Splits:
         from lira.data.sts import load_sts
 
         pairs = load_sts(sts, lang=lang, drop_malformed=cfg.drop_malformed)
+        if not pairs.scores:
+            raise DataError(
+                sts, None, "<data>",
+                f"no usable sentence pair ({pairs.dropped} malformed record(s) dropped)",
+                "check the file (sentence1, sentence2, score per record)",
+            )  # fmt: skip
         splits.train_pairs, splits.eval_pairs = _split_pairs(pairs, cfg)
+        _check_train(sts, len(pairs.scores), len(splits.train_pairs.scores), cfg)
         splits.train_sources += _pair_sources(splits.train_pairs, "train")
         splits.eval_sources += _pair_sources(splits.eval_pairs, "eval")
     return splits

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
-from lira.data.errors import DataError, Dropper
+from lira.data.errors import DataError, Dropper, Unique
 from lira.data.io import field_text, read_records, read_table
 from lira.data.types import PairData
 
@@ -19,14 +20,19 @@ def load_sts(path: str | Path, lang: str = "en", drop_malformed: bool = False) -
         else read_records(path, drop)
     )
     out = PairData([], [], [], [], [], name=path.stem)
+    ids = Unique(path, "id")
     for i, rec in rows:
         try:
             s1, s2 = field_text(rec, "sentence1", path, i), field_text(rec, "sentence2", path, i)
             raw = rec.get("score")
             try:
                 score = float(raw)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise DataError(path, i, "score", f"not a number: {raw!r}") from None
+            if not math.isfinite(score):
+                raise DataError(path, i, "score", f"not a finite number: {raw!r}")
+            if rec.get("id") not in (None, ""):
+                ids.check(field_text(rec, "id", path, i), i)
         except DataError as e:
             drop(e)
             continue

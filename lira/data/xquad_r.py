@@ -13,14 +13,14 @@ a sentence is ``<lang>:<article>:<paragraph>:<sentence>``.
 
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lira.data.errors import DataError, Dropper
-from lira.data.io import read_text
+from lira.data.errors import DataError, Dropper, Unique
+from lira.data.io import JSON_FIX, parse_json, read_text
 from lira.data.types import ParallelData, Record, RetrievalData
+from lira.errors import MissingFileError
 
 
 def query_id(qid: str, lang: str) -> str:
@@ -53,18 +53,33 @@ def _gold_index(breaks: list[list[int]], answer_start: int) -> int | None:
     return i if answer_start <= breaks[i][1] + 1 else None
 
 
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _breaks_ok(breaks: list) -> bool:
+    return all(
+        isinstance(b, list) and len(b) == 2 and _is_int(b[0]) and _is_int(b[1]) for b in breaks
+    )
+
+
 def load_language(path: Path, lang: str, drop: Dropper) -> XQuADLanguage:
-    """Parse one XQuAD-R language file."""
-    try:
-        data = json.loads(read_text(path))
-    except json.JSONDecodeError as e:
-        raise DataError(path, f"line {e.lineno}", "<json>", e.msg) from None
+    """Parse one XQuAD-R language file (malformed records raise or are dropped and counted)."""
+    data = parse_json(read_text(path), path)
     if not isinstance(data, dict) or not isinstance(data.get("data"), list):
-        raise DataError(path, 0, "data", "expected {'data': [articles]}")
+        raise DataError(path, None, "data", "expected {'data': [articles]}", JSON_FIX)
     out = XQuADLanguage(lang)
+    seen = Unique(path, "id")
     for a, article in enumerate(data["data"]):
-        for p, para in enumerate(article.get("paragraphs", [])):
+        paras = article.get("paragraphs") if isinstance(article, dict) else None
+        if not isinstance(paras, list):
+            drop(DataError(path, f"article {a}", "paragraphs", "expected a list of paragraphs"))
+            continue
+        for p, para in enumerate(paras):
             where = f"article {a} paragraph {p}"
+            if not isinstance(para, dict):
+                drop(DataError(path, where, "<paragraph>", "expected a JSON object"))
+                continue
             sents, breaks = para.get("sentences"), para.get("sentence_breaks")
             if not isinstance(sents, list) or not isinstance(breaks, list):
                 drop(DataError(path, where, "sentences", "missing sentences/sentence_breaks"))
@@ -72,26 +87,46 @@ def load_language(path: Path, lang: str, drop: Dropper) -> XQuADLanguage:
             if len(sents) != len(breaks):
                 drop(DataError(path, where, "sentence_breaks", "length differs from sentences"))
                 continue
+            if not _breaks_ok(breaks):
+                drop(DataError(path, where, "sentence_breaks", "expected [start, end] integers"))
+                continue
+            qas = para.get("qas", [])
+            if not isinstance(qas, list):
+                drop(DataError(path, where, "qas", "expected a list of questions"))
+                continue
             ids = [f"{lang}:{a}:{p}:{s}" for s in range(len(sents))]
             for sid, text in zip(ids, sents):
                 if isinstance(text, str) and text.strip():
                     out.sentences.append(Record(sid, text, lang))
-            for q, qa in enumerate(para.get("qas", [])):
+            for q, qa in enumerate(qas):
                 rec = f"{where} question {q}"
+                if not isinstance(qa, dict):
+                    drop(DataError(path, rec, "<question>", "expected a JSON object"))
+                    continue
                 qid, question = qa.get("id"), qa.get("question")
-                if not qid:
-                    drop(DataError(path, rec, "id", "missing"))
+                if not qid or not isinstance(qid, str):
+                    drop(DataError(path, rec, "id", "missing" if not qid else "expected a string"))
                     continue
                 if not isinstance(question, str) or not question.strip():
                     drop(DataError(path, rec, "question", f"empty question (id {qid})"))
                     continue
-                answers = qa.get("answers") or []
-                if not answers or "answer_start" not in answers[0]:
+                answers = qa.get("answers")
+                first = answers[0] if isinstance(answers, list) and answers else None
+                if not isinstance(first, dict) or "answer_start" not in first:
                     drop(DataError(path, rec, "answers", f"no answer_start (id {qid})"))
                     continue
-                idx = _gold_index(breaks, int(answers[0]["answer_start"]))
-                if idx is None or not str(sents[idx]).strip():
+                start = first["answer_start"]
+                if not _is_int(start):
+                    drop(DataError(path, rec, "answer_start", f"not an integer: {start!r} ({qid})"))
+                    continue
+                idx = _gold_index(breaks, start)
+                if idx is None or not isinstance(sents[idx], str) or not sents[idx].strip():
                     drop(DataError(path, rec, "answer_start", f"outside every sentence ({qid})"))
+                    continue
+                try:
+                    seen.check(qid, rec)
+                except DataError as e:
+                    drop(e)
                     continue
                 out.questions[qid] = question
                 out.gold[qid] = ids[idx]
@@ -161,10 +196,12 @@ class XQuADR:
 def load_xquad_r(folder: str | Path, languages: list[str], drop_malformed: bool = False) -> XQuADR:
     """Load ``<folder>/<lang>.json`` for each language."""
     folder = Path(folder)
+    if not folder.is_dir():
+        raise MissingFileError(f"XQuAD-R folder {folder} does not exist; check data.path")
     available = sorted(p.stem for p in folder.glob("*.json"))
     missing = [lang for lang in languages if lang not in available]
     if missing:
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"XQuAD-R folder {folder} has no file for {missing}; available: {available}"
         )
     drop = Dropper(drop_malformed)

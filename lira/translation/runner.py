@@ -5,39 +5,56 @@
    source longer than ``source_max_chars`` is truncated (warning + ``truncated`` flag), an
    unknown language code raises naming the code and the known codes;
 2. for each active translator (``TranslationConfig.active_translators()``), asks the store
-   what is missing, generates it in chunks of ``max(commit_every, batch_size)`` texts and
-   writes each chunk transactionally (a translator that fails to load or raises is recorded
-   as failed for its texts; the others go on);
+   what is missing, leases it in chunks of ``max(commit_every, batch_size)`` texts, generates
+   and writes each chunk transactionally (a translator that fails to load or raises is
+   recorded as failed for its texts; the others go on);
 3. cleans every LLM candidate (:mod:`lira.translation.cleanup`) and stores raw + cleaned +
    removed text;
-4. scores every ok row not yet scored by the configured critic;
+4. scores every ok row not yet scored by the configured critic, and every row whose scoring
+   failed before (request error, no valid reply after ``critic.max_retries``);
 5. returns (and ``run_translate`` writes) ``translate_summary.json``.
+
+Two or more processes may fill one store at once (``lira translate`` twice, or shards): each
+chunk is leased in the store first (:meth:`TranslationStore.claim`), so no text is generated
+or scored twice; a process waits for texts leased by another one, and takes them over when
+that process dies, so every process returns with the store complete.
+
+Summary (per translator): ``generated``/``failed`` by this process (``retryable``: failures
+tried again on the next run), ``reused`` (already in the store), ``by_others`` (done by another
+process meanwhile), ``truncated``. ``pending``: retryable failures + critic failures of this
+run; ``lira run`` re-runs the translate stage while it is not 0. Critic: ``scored``,
+``failed`` (pairs left without scores: training sees ``scores=None`` for them, and the next
+``lira translate`` scores them again), ``retried`` (pairs that had failed in an earlier run),
+``by_others``.
 
 ``reference`` translators are never generated; their rows come from ``--import``.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from argparse import Namespace
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
 
+from lira.checkpoint import write_json
 from lira.config import RunConfig, TranslationConfig, TranslatorConfig
 from lira.critic import build_critic, critic_id
+from lira.errors import MissingFileError, UserInputError
 from lira.prompts import language_name
 from lira.translation.cleanup import clean_translation
-from lira.translation.store import Row, TranslationStore
+from lira.translation.store import Row, TranslationStore, key_for
 from lira.translation.translators import Translation, build_translator
 
 log = logging.getLogger(__name__)
 
 EMPTY_SOURCE = "empty or whitespace-only source text"
+LEASE_POLL_S = 0.5
+"""How often a process re-checks texts another process has leased."""
 
 
 def store_path(cfg: RunConfig) -> Path:
@@ -68,7 +85,8 @@ def check_source(text: str, max_chars: int) -> tuple[str, bool]:
 
 def _new_stats() -> dict[str, Any]:
     return {
-        "generated": 0, "reused": 0, "failed": 0, "truncated": 0, "seconds": 0.0, "texts_per_s": 0.0,
+        "generated": 0, "reused": 0, "by_others": 0, "failed": 0, "retryable": 0, "truncated": 0,
+        "seconds": 0.0, "texts_per_s": 0.0,
     }  # fmt: skip
 
 
@@ -99,6 +117,60 @@ def _row(
     return Row(text, lang, tcfg, raw=tr.raw, text=cleaned, removed=removed, **base)
 
 
+def _leased(
+    store: TranslationStore,
+    keys: list[str],
+    columns: str,
+    before: dict[str, tuple],
+    size: int,
+    namespace: str,
+    elsewhere: Callable[[int], None],
+) -> Iterator[list[int]]:
+    """Yield chunks (indices into ``keys``) this process leased and nobody changed meanwhile.
+
+    ``before`` is the state of ``columns`` per key when the work list was made; a key whose
+    state changed was done by another process and is skipped (``elsewhere`` counts it). Keys
+    leased by another live process are waited for (polled every ``LEASE_POLL_S``) until they
+    are written or their lease goes stale, so the store is complete when this returns.
+    """
+    pending = list(range(len(keys)))
+    while pending:
+        waiting: list[int] = []
+        for i in range(0, len(pending), size):
+            part = pending[i : i + size]
+            got = set(store.claim([keys[j] for j in part], namespace))
+            mine = [j for j in part if keys[j] in got]
+            waiting += [j for j in part if keys[j] not in got]
+            if not mine:
+                continue
+            try:
+                now = store.states([keys[j] for j in mine], columns)
+                fresh = [j for j in mine if now.get(keys[j]) == before.get(keys[j])]
+                if len(fresh) < len(mine):
+                    elsewhere(len(mine) - len(fresh))
+                if fresh:
+                    yield fresh
+            finally:
+                store.release([keys[j] for j in mine], namespace)
+        if not waiting:
+            return
+        now = store.states([keys[j] for j in waiting], columns)
+        pending = [j for j in waiting if now.get(keys[j]) == before.get(keys[j])]
+        if len(pending) < len(waiting):
+            elsewhere(len(waiting) - len(pending))
+        held = store.leased_elsewhere([keys[j] for j in pending], namespace) if pending else []
+        if pending and len(held) == len(pending):
+            log.info(
+                "%d %s item(s) are leased by another process on %s; waiting for them",
+                len(pending), namespace, store.path,
+            )  # fmt: skip
+            time.sleep(LEASE_POLL_S)
+
+
+_GEN_STATE = "status, created"
+_CRITIC_STATE = "critic_id, critic_status, critic_raw, critic_seconds"
+
+
 def _translate_one(
     store: TranslationStore,
     tcfg: TranslatorConfig,
@@ -107,25 +179,43 @@ def _translate_one(
     stats: dict[str, Any],
     progress: tqdm,
 ) -> None:
-    """Generate the missing rows of one translator; failures are recorded, never raised."""
+    """Generate the missing rows of one translator; failures are recorded, never raised.
+
+    Texts are leased chunk by chunk, so several processes on one store split the work.
+    """
+    keys = {
+        lang: {t: key_for(t, lang, tcfg) for t in dict.fromkeys(texts)}
+        for lang, texts in by_lang.items()
+    }
+    before = {lang: store.states(list(k.values()), _GEN_STATE) for lang, k in keys.items()}
     todo = {lang: store.missing(texts, lang, tcfg) for lang, texts in by_lang.items()}
-    total_unique = sum(len(dict.fromkeys(t)) for t in by_lang.values())
+    total_unique = sum(len(k) for k in keys.values())
     n_todo = sum(len(v) for v in todo.values())
     stats["reused"] = total_unique - n_todo
     progress.update(stats["reused"])
     if n_todo == 0:
         return
     t0 = time.perf_counter()
-    try:
-        backend = build_translator(tcfg)
-        load_error = None
-    except Exception as e:
-        backend, load_error = None, f"translator failed to load: {type(e).__name__}: {e}"
-        log.error("%s: %s", tcfg.name, load_error)
+    backend: Any = None
+    load_error: str | None = None
+    loaded = False
+
+    def elsewhere(n: int) -> None:
+        stats["by_others"] += n
+        progress.update(n)
+
     chunk = max(tc.commit_every, tcfg.batch_size)
     for lang, texts in todo.items():
-        for i in range(0, len(texts), chunk):
-            part = texts[i : i + chunk]
+        text_keys = [keys[lang][t] for t in texts]
+        for idx in _leased(store, text_keys, _GEN_STATE, before[lang], chunk, "gen", elsewhere):
+            part = [texts[j] for j in idx]
+            if not loaded:  # only a process that got work loads the model
+                loaded = True
+                try:
+                    backend = build_translator(tcfg)
+                except Exception as e:
+                    load_error = f"translator failed to load: {type(e).__name__}: {e}"
+                    log.error("%s: %s", tcfg.name, load_error)
             rows: list[Row] = []
             gen: list[tuple[int, str]] = []  # (index in part, text fed to the model)
             for j, text in enumerate(part):
@@ -154,6 +244,7 @@ def _translate_one(
             ]
             store.write_rows(rows)
             stats["failed"] += sum(r.status == "failed" for r in rows)
+            stats["retryable"] += sum(r.status == "failed" and r.retry for r in rows)
             stats["generated"] += sum(r.status == "ok" for r in rows)
             stats["truncated"] += sum(r.truncated for r in rows)
             progress.update(len(part))
@@ -168,11 +259,22 @@ def _score(
     translators: list[TranslatorConfig],
     by_lang: dict[str, list[str]],
 ) -> dict[str, Any]:
-    """Run the critic on ok rows it has not scored yet; returns its stats."""
-    stats: dict[str, Any] = {"kind": tc.critic.kind, "scored": 0, "failed": 0, "seconds": 0.0}
+    """Run the critic on ok rows it has not scored yet, or whose scoring failed; its stats.
+
+    ``scored``/``failed``: pairs scored / still failed in this run; ``retried``: pairs whose
+    critic had failed in an earlier run (tried again here); ``by_others``: pairs another
+    process scored meanwhile. Failed pairs keep ``scores=None`` until a later run scores them.
+    """
+    stats: dict[str, Any] = {
+        "kind": tc.critic.kind, "scored": 0, "failed": 0, "retried": 0, "by_others": 0,
+        "seconds": 0.0,
+    }  # fmt: skip
     if tc.critic.kind == "none":
         return stats
     cid = critic_id(tc.critic)
+    keys = [key_for(x, lang, t) for t in translators for lang, texts in by_lang.items()
+            for x in dict.fromkeys(texts)]  # fmt: skip
+    before = store.states(keys, _CRITIC_STATE)
     todo = [
         (lang, item)
         for t in translators
@@ -181,12 +283,22 @@ def _score(
     ]
     if not todo:
         return stats
+    stats["retried"] = sum(
+        1 for _, it in todo if (b := before.get(it[0])) and b[0] == cid and b[1] == "failed"
+    )
     t0 = time.perf_counter()
-    critic = build_critic(tc.critic)
+    critic = None
     chunk = max(tc.commit_every, tc.critic.batch_size)
     with tqdm(total=len(todo), desc="critic", unit="pair") as bar:
-        for i in range(0, len(todo), chunk):
-            part = todo[i : i + chunk]
+
+        def elsewhere(n: int) -> None:
+            stats["by_others"] += n
+            bar.update(n)
+
+        todo_keys = [it[0] for _, it in todo]
+        for idx in _leased(store, todo_keys, _CRITIC_STATE, before, chunk, "critic", elsewhere):
+            part = [todo[j] for j in idx]
+            critic = critic or build_critic(tc.critic)
             updates = []
             for lang in dict.fromkeys(lang for lang, _ in part):
                 items = [it for lg, it in part if lg == lang]
@@ -197,13 +309,18 @@ def _score(
                     updates.append((key, {
                         "semantic": s[0], "emotional": s[1], "pragmatic": s[2],
                         "critic_id": cid, "critic_status": "ok" if r.ok else "failed",
-                        "critic_raw": r.raw, "critic_error": r.error,
-                        "critic_seconds": r.seconds,
+                        "critic_raw": r.raw if isinstance(r.raw, str) else repr(r.raw)[:2000],
+                        "critic_error": r.error, "critic_seconds": r.seconds,
                     }))  # fmt: skip
                     stats["scored" if r.ok else "failed"] += 1
             store.write_scores(updates)
             bar.update(len(part))
     stats["seconds"] = round(time.perf_counter() - t0, 3)
+    if stats["failed"]:
+        log.warning(
+            "critic: %d pair(s) have no scores (request failed or no valid reply); the next "
+            "`lira translate` scores them again", stats["failed"],
+        )  # fmt: skip
     return stats
 
 
@@ -217,7 +334,10 @@ def fill_store(
     tc = cfg.translation
     by_lang = group_sources(sources)
     for lang in by_lang:
-        language_name(lang)  # unknown code -> clear error before any work
+        try:
+            language_name(lang)  # unknown code -> clear error before any work
+        except ValueError as e:
+            raise UserInputError(str(e)) from None
     own = store is None
     store = store or TranslationStore(store_path(cfg), commit_every=tc.commit_every)
     t0 = time.perf_counter()
@@ -248,6 +368,10 @@ def fill_store(
     summary["generated"] = sum(s["generated"] for s in summary["translators"].values())
     summary["reused"] = sum(s["reused"] for s in summary["translators"].values())
     summary["failed"] = sum(s["failed"] for s in summary["translators"].values())
+    summary["by_others"] = sum(s["by_others"] for s in summary["translators"].values())
+    summary["pending"] = sum(s.get("retryable", 0) for s in summary["translators"].values()) + (
+        summary["critic"].get("failed", 0)
+    )
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     return summary
 
@@ -302,7 +426,7 @@ def run_translate(cfg: RunConfig, args: Namespace | None = None) -> dict[str, An
     if import_file:
         name = getattr(args, "translator", None)
         if not Path(import_file).is_file():
-            raise FileNotFoundError(f"--import file {import_file!r} does not exist")
+            raise MissingFileError(f"--import file {import_file!r} does not exist")
         refs = [t.name for t in cfg.translation.active_translators() if t.kind == "reference"]
         if name and name not in refs:
             log.warning(
@@ -326,7 +450,7 @@ def run_translate(cfg: RunConfig, args: Namespace | None = None) -> dict[str, An
     splits = load_splits(cfg.data)
     _fill_references(cfg, splits)
     summary = fill_store(cfg, list(splits.train_sources) + list(splits.eval_sources))
-    (out / "translate_summary.json").write_text(json.dumps(summary, indent=2))
+    write_json(out / "translate_summary.json", summary)
     log.info(
         "translate: %d generated, %d reused, %d failed in %.1fs",
         summary["generated"], summary["reused"], summary["failed"], summary["seconds"],

@@ -10,22 +10,40 @@ translated once.
 A row holds the raw candidate, the cleaned candidate, the removed meta-text, the critic scores
 (or the critic's failure and raw output), a status (``ok``/``failed``) with its error, a
 ``truncated`` flag and timings. Failed rows with ``retry=1`` (timeouts, exceptions) are
-generated again on the next run; permanent failures (empty source) are not.
+generated again on the next run; permanent failures (empty source) are not. Rows whose critic
+failed are scored again on the next run (:meth:`TranslationStore.needs_critic`).
+
+Several processes may fill one store at once: a process *leases* the keys it is about to
+generate or score (table ``leases``: key, owner = host:pid:start:token, expiry) in one
+transaction, and the others skip leased keys (:meth:`TranslationStore.claim`). A lease ends when its rows
+are written (:meth:`TranslationStore.release`), when it expires (``lease_ttl_s`` after its
+owner's last renewal: a live store renews its leases in a background thread), or at once when
+its owner was a process of this host that no longer runs (kill -9).
+
+A file that is not a LiRA store (another program's SQLite database, a corrupt or truncated
+file, a newer schema) raises :class:`StoreError` naming the file and the fix; the file is
+never modified in that case.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
+import os
+import socket
 import sqlite3
+import threading
 import time
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from lira.config import TranslatorConfig
+from lira.errors import LiRAError, UserInputError
 from lira.translation.types import Candidate
 
 log = logging.getLogger(__name__)
@@ -61,7 +79,50 @@ CREATE TABLE IF NOT EXISTS translations (
 );
 CREATE INDEX IF NOT EXISTS by_translator ON translations (translator, lang);
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT);
+CREATE TABLE IF NOT EXISTS leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL);
 """
+_TABLES = {"translations", "meta", "leases"}
+_COLUMNS = (
+    "key", "source", "lang", "translator", "prompt_version", "params", "source_id", "raw", "text",
+    "removed", "status", "error", "retry", "truncated", "semantic", "emotional", "pragmatic",
+    "critic_id", "critic_status", "critic_raw", "critic_error", "gen_seconds", "critic_seconds",
+    "created",
+)  # fmt: skip
+LEASE_TTL_S = 120.0
+"""Lifetime of a lease; a live process renews its leases every ``LEASE_TTL_S / 4`` seconds, so
+only a dead (or another host's killed) process's leases expire."""
+SQLITE_MAGIC = b"SQLite format 3\x00"
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _proc_start(pid: int) -> str:
+    """The start time of process ``pid`` (Linux clock ticks), or '' where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat[stat.rindex(")") + 2 :].split()[19]
+    except (OSError, ValueError, IndexError):
+        return ""
+
+
+class StoreError(LiRAError):
+    """The translation store file is unusable (not SQLite, corrupt, foreign, full, newer)."""
+
+
+def _guard(fn: F) -> F:
+    """Turn SQLite's corruption / disk errors into a StoreError naming the store file."""
+
+    @functools.wraps(fn)
+    def wrapper(self: TranslationStore, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(self, *args, **kwargs)
+        except sqlite3.DatabaseError as e:
+            if type(e) not in (sqlite3.DatabaseError, sqlite3.OperationalError):
+                raise  # ProgrammingError, IntegrityError, ...: a bug, not the file
+            raise self._error(e) from e
+
+    return wrapper  # type: ignore[return-value]
+
 
 REFERENCE_PROMPT = "reference"
 """Prompt version of imported (human / pre-computed) translations."""
@@ -120,21 +181,119 @@ class Row:
 class TranslationStore:
     """SQLite store of translation candidates and critic scores (WAL, transactional)."""
 
-    def __init__(self, path: str | Path, commit_every: int = 16) -> None:
+    def __init__(
+        self, path: str | Path, commit_every: int = 16, lease_ttl_s: float = LEASE_TTL_S
+    ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.commit_every = commit_every
-        self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.executescript(_SCHEMA)
-        self.conn.execute(
-            "INSERT OR IGNORE INTO meta (k, v) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-        )
+        self.lease_ttl_s = lease_ttl_s
+        pid = os.getpid()
+        self.owner = f"{socket.gethostname()}:{pid}:{_proc_start(pid)}:{uuid.uuid4().hex[:8]}"
+        self._heartbeat: tuple[threading.Event, threading.Thread] | None = None
+        self._check_file()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+        except sqlite3.Error as e:
+            raise self._error(e) from e
+        try:
+            if self._check_schema() < _TABLES:  # a new store, or one from before leases
+                with self._transaction():  # check + create atomically (others may open too)
+                    self._check_schema()
+                    for statement in _SCHEMA.split(";"):
+                        if statement.strip():
+                            self.conn.execute(statement)
+                    self.conn.execute(
+                        "INSERT OR IGNORE INTO meta (k, v) VALUES ('schema_version', ?)",
+                        (str(SCHEMA_VERSION),),
+                    )
+            self.conn.execute("PRAGMA journal_mode=WAL")
+            self.conn.execute("PRAGMA synchronous=NORMAL")
+        except sqlite3.DatabaseError as e:
+            self.conn.close()
+            raise self._error(e) from e
+        except StoreError:
+            self.conn.close()
+            raise
+
+    # ------------------------------------------------------------------ checks
+    def _error(self, e: Exception) -> StoreError:
+        msg = str(e)
+        if "full" in msg or "disk I/O" in msg:
+            fix = "free disk space (or move translation.store elsewhere) and run again"
+        elif "locked" in msg or "busy" in msg:
+            fix = "another process holds the store too long; wait for it or use another store"
+        elif "readonly" in msg or "read-only" in msg:
+            fix = "make the file and its folder writable, or set translation.store elsewhere"
+        else:
+            fix = (
+                "the file is damaged or not a LiRA store: move it away (the next run starts a "
+                "new store) or set translation.store to another file"
+            )
+        return StoreError(f"translation store {self.path}: {msg}; {fix}")
+
+    def _check_file(self) -> None:
+        """Refuse a path that is a folder or a non-SQLite file before SQLite touches it."""
+        p = self.path
+        if p.is_dir():
+            raise StoreError(
+                f"translation store {p} is a folder; set translation.store to a file path"
+            )
+        if not p.is_file() or p.stat().st_size == 0:
+            return
+        with open(p, "rb") as f:
+            head = f.read(len(SQLITE_MAGIC))
+        if head != SQLITE_MAGIC:
+            raise StoreError(
+                f"translation store {p} is not an SQLite database (corrupt or another kind of "
+                "file); move it away (the next run starts a new store) or set translation.store "
+                "to another file"
+            )
+
+    def _check_schema(self) -> set[str]:
+        """Refuse another program's database or a store of a newer/incompatible schema.
+
+        Returns the tables of the store that exist (none for a new store).
+        """
+        tables = {
+            r[0] for r in self.conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        if not tables:
+            return tables  # a new store
+        if "translations" not in tables or "meta" not in tables:
+            others = sorted(tables - _TABLES)[:5]
+            raise StoreError(
+                f"translation store {self.path} is an SQLite database of another program "
+                f"(tables {others}, no LiRA 'translations' table); it was not modified. Set "
+                "translation.store to a new file"
+            )
+        cols = {r[1] for r in self.conn.execute("PRAGMA table_info(translations)")}
+        missing = [c for c in _COLUMNS if c not in cols]
+        if missing:
+            raise StoreError(
+                f"translation store {self.path}: table 'translations' lacks columns {missing}; "
+                "it is not a LiRA store of this version. Set translation.store to a new file"
+            )
+        row = self.conn.execute("SELECT v FROM meta WHERE k = 'schema_version'").fetchone()
+        try:
+            version = int(row[0]) if row else SCHEMA_VERSION
+        except (TypeError, ValueError):
+            version = -1
+        if version != SCHEMA_VERSION:
+            raise StoreError(
+                f"translation store {self.path} has schema version {row[0] if row else None!r}; "
+                f"this LiRA reads version {SCHEMA_VERSION}. Use the LiRA version that wrote it "
+                "or set translation.store to a new file"
+            )
+        return tables & _TABLES
 
     # ------------------------------------------------------------------ lifecycle
     def close(self) -> None:
-        """Close the connection (the WAL is checkpointed by SQLite)."""
+        """Close the connection (the WAL is checkpointed by SQLite); stop renewing leases."""
+        if self._heartbeat is not None:
+            self._heartbeat[0].set()
+            self._heartbeat[1].join()
+            self._heartbeat = None
         self.conn.close()
 
     def __enter__(self) -> TranslationStore:
@@ -144,6 +303,7 @@ class TranslationStore:
         self.close()
 
     # ------------------------------------------------------------------ writes
+    @_guard
     def write_rows(self, rows: Sequence[Row]) -> int:
         """Insert or replace ``rows`` in transactions of ``commit_every``; returns the count."""
         now = time.time()
@@ -182,6 +342,7 @@ class TranslationStore:
                 )
         return len(rows)
 
+    @_guard
     def write_scores(self, updates: Sequence[tuple[str, dict[str, Any]]]) -> int:
         """Set critic columns: ``updates`` = [(key, {semantic, emotional, pragmatic,
         critic_id, critic_status, critic_raw, critic_error, critic_seconds})]."""
@@ -206,6 +367,7 @@ class TranslationStore:
         return _Tx(self.conn)
 
     # ------------------------------------------------------------------ reads
+    @_guard
     def _rows(self, keys: Sequence[str], columns: str) -> dict[str, tuple]:
         out: dict[str, tuple] = {}
         uniq = list(dict.fromkeys(keys))
@@ -229,14 +391,122 @@ class TranslationStore:
     def needs_critic(
         self, texts: Sequence[str], lang: str, translator: TranslatorConfig, critic_id: str
     ) -> list[tuple[str, str, str]]:
-        """(key, source, cleaned candidate) of ok rows not yet scored by ``critic_id``."""
+        """(key, source, cleaned candidate) of ok rows not yet scored by ``critic_id``, or whose
+        score by ``critic_id`` failed (request error, unusable reply): those are tried again."""
         keys = [key_for(t, lang, translator) for t in dict.fromkeys(texts)]
-        found = self._rows(keys, "source, text, status, critic_id")
+        found = self._rows(keys, "source, text, status, critic_id, critic_status")
         return [
             (k, r[0], r[1])
             for k in keys
-            if (r := found.get(k)) is not None and r[2] == "ok" and r[3] != critic_id
+            if (r := found.get(k)) is not None
+            and r[2] == "ok"
+            and (r[3] != critic_id or r[4] == "failed")
         ]
+
+    def states(self, keys: Sequence[str], columns: str) -> dict[str, tuple]:
+        """{key: values of ``columns``} of the rows that exist (to notice concurrent writes)."""
+        return self._rows(keys, columns)
+
+    # ------------------------------------------------------------------ leases
+    @staticmethod
+    def _stale(owner: str, expires: float, now: float) -> bool:
+        """True when a lease expired or its owner, a process of this host, no longer runs.
+
+        ``owner`` is ``host:pid:start:token``; ``start`` (the process start time) tells a
+        reused pid (e.g. pid 1 in a restarted container) from the process that took the lease.
+        """
+        if expires <= now:
+            return True
+        parts = owner.split(":")
+        if len(parts) < 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+            return False
+        pid, start = int(parts[1]), parts[2] if len(parts) >= 4 else ""
+        if pid == os.getpid():
+            return bool(start) and start != _proc_start(pid)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except OSError:  # exists but belongs to another user
+            pass
+        current = _proc_start(pid)
+        return bool(start and current and current != start)
+
+    def _renew_leases(self, stop: threading.Event) -> None:
+        """Heartbeat thread: push this owner's lease expiry forward until ``stop`` is set."""
+        every = max(self.lease_ttl_s / 4, 0.01)
+        conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+        try:
+            while not stop.wait(every):
+                try:
+                    conn.execute(
+                        "UPDATE leases SET expires = ? WHERE owner = ?",
+                        (time.time() + self.lease_ttl_s, self.owner),
+                    )
+                except sqlite3.Error as e:  # the main thread reports store errors
+                    log.debug("lease renewal failed: %s", e)
+        finally:
+            conn.close()
+
+    @_guard
+    def claim(self, keys: Sequence[str], namespace: str = "gen") -> list[str]:
+        """Lease the ``keys`` no other live process holds (one transaction); returns them.
+
+        ``namespace`` separates leases of different work on the same row (``gen``, ``critic``).
+        """
+        uniq = list(dict.fromkeys(keys))
+        if not uniq:
+            return []
+        now = time.time()
+        names = {f"{namespace}:{k}": k for k in uniq}
+        got: list[str] = []
+        with self._transaction():
+            held: dict[str, tuple[str, float]] = {}
+            lease_keys = list(names)
+            for i in range(0, len(lease_keys), 500):
+                part = lease_keys[i : i + 500]
+                q = f"SELECT key, owner, expires FROM leases WHERE key IN ({','.join('?' * len(part))})"
+                for k, owner, expires in self.conn.execute(q, part):
+                    held[k] = (owner, expires)
+            rows = []
+            for name, key in names.items():
+                h = held.get(name)
+                if h is None or h[0] == self.owner or self._stale(h[0], h[1], now):
+                    rows.append((name, self.owner, now + self.lease_ttl_s))
+                    got.append(key)
+            self.conn.executemany(
+                "INSERT OR REPLACE INTO leases (key, owner, expires) VALUES (?, ?, ?)", rows
+            )
+        if got and self._heartbeat is None:
+            stop = threading.Event()
+            thread = threading.Thread(target=self._renew_leases, args=(stop,), daemon=True)
+            thread.start()
+            self._heartbeat = (stop, thread)
+        return got
+
+    @_guard
+    def release(self, keys: Sequence[str], namespace: str = "gen") -> None:
+        """End this process's leases on ``keys`` (their rows are written)."""
+        names = [f"{namespace}:{k}" for k in dict.fromkeys(keys)]
+        with self._transaction():
+            self.conn.executemany(
+                "DELETE FROM leases WHERE key = ? AND owner = ?", [(n, self.owner) for n in names]
+            )
+
+    @_guard
+    def leased_elsewhere(self, keys: Sequence[str], namespace: str = "gen") -> list[str]:
+        """The ``keys`` another live process holds a lease on now."""
+        now = time.time()
+        names = {f"{namespace}:{k}": k for k in dict.fromkeys(keys)}
+        out = []
+        lease_keys = list(names)
+        for i in range(0, len(lease_keys), 500):
+            part = lease_keys[i : i + 500]
+            q = f"SELECT key, owner, expires FROM leases WHERE key IN ({','.join('?' * len(part))})"
+            for k, owner, expires in self.conn.execute(q, part):
+                if owner != self.owner and not self._stale(owner, expires, now):
+                    out.append(names[k])
+        return out
 
     def candidates(
         self, texts: Sequence[str], lang: str, translators: Sequence[TranslatorConfig]
@@ -262,6 +532,7 @@ class TranslationStore:
             out.append(cands)
         return out
 
+    @_guard
     def row(self, text: str, lang: str, translator: TranslatorConfig) -> dict[str, Any] | None:
         """The full row of one (text, lang, translator) as a dict, or None."""
         cur = self.conn.execute(
@@ -270,6 +541,7 @@ class TranslationStore:
         r = cur.fetchone()
         return None if r is None else dict(zip([d[0] for d in cur.description], r))
 
+    @_guard
     def count(self, translator: str | None = None, status: str | None = None) -> int:
         """Number of rows, optionally for one translator and/or status."""
         q, args = "SELECT COUNT(*) FROM translations WHERE 1=1", []
@@ -306,22 +578,35 @@ class TranslationStore:
         A malformed line raises naming the file, line number and the missing field.
         """
         by_name: dict[str, list[tuple[str, str, str, str | None]]] = {}
-        with open(path, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
+        fix = "fix the line and import again (nothing was imported)"
+        with open(path, "rb") as f:
+            for n, raw_line in enumerate(f, 1):
+                try:
+                    line = raw_line.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise UserInputError(
+                        f"{path}:{n}: invalid UTF-8 at byte {e.start} of the line; {fix}"
+                    ) from None
                 if not line.strip():
                     continue
                 try:
                     d = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise ValueError(f"{path}:{n}: not valid JSON ({e})") from None
+                except (ValueError, RecursionError) as e:
+                    raise UserInputError(f"{path}:{n}: not valid JSON ({e}); {fix}") from None
+                if not isinstance(d, dict):
+                    raise UserInputError(
+                        f"{path}:{n}: expected a JSON object, got {type(d).__name__}; {fix}"
+                    )
 
                 def get(*names: str, d: dict = d, n: int = n) -> Any:
                     for name in names:
                         if d.get(name) not in (None, ""):
                             return d[name]
-                    raise ValueError(f"{path}:{n}: missing field {names[0]!r} (or {names[1:]})")
+                    raise UserInputError(
+                        f"{path}:{n}: missing field {names[0]!r} (or {names[1:]}); {fix}"
+                    )
 
-                name = translator_name or get("translator", "translator_name")
+                name = str(translator_name or get("translator", "translator_name"))
                 sid = d.get("source_id", d.get("id"))
                 item = (
                     str(get("source_text", "source", "text")),

@@ -14,12 +14,14 @@ critic on the same model share one engine; vLLM sizing for small machines comes 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
 import random
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lira.config import TranslatorConfig
+from lira.errors import MissingFileError
 from lira.prompts import translation_prompt
 
 log = logging.getLogger(__name__)
@@ -47,12 +50,21 @@ class Translation:
 
 
 def resolve(ref: str) -> str:
-    """A model reference (``demo:<name>``, hub id or folder) as a loadable path."""
+    """A model reference (``demo:<name>``, hub id or folder) as a loadable path.
+
+    A reference written as a local path (``/…``, ``./…``, ``../…``, ``~/…``) that does not
+    exist raises MissingFileError naming it (instead of a hub lookup of a path).
+    """
     if ref.startswith("demo:"):
         from lira.demo import resolve_model
 
         return resolve_model(ref, os.environ.get("LIRA_CACHE", ""))
-    return ref
+    if ref.startswith(("/", "./", "../", "~")) and not os.path.exists(os.path.expanduser(ref)):
+        raise MissingFileError(
+            f"model folder {ref} does not exist; fix the path in the config, or use a hub id "
+            "(org/name) or demo:<name>"
+        )
+    return os.path.expanduser(ref) if ref.startswith("~") else ref
 
 
 def torch_dtype(device: str) -> Any:
@@ -257,25 +269,64 @@ class VLLMTranslator:
 
 
 # ------------------------------------------------------------------------------ OpenAI API
+NO_KEY = "EMPTY"
+"""What the ``openai`` client sends when no key is configured (vLLM's convention; no secret)."""
+
+
+def is_loopback(url: str) -> bool:
+    """True when ``url``'s host is this machine (localhost, 127.0.0.0/8, ::1)."""
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def api_key(api_key_env: str, base_url: str) -> str | None:
+    """The key to send to ``base_url``: only from the environment variable the config names.
+
+    No ``api_key_env`` means no key (never an implicit ``$OPENAI_API_KEY``). A key sent over
+    plain http to a host other than this machine is logged as a warning.
+    """
+    if not api_key_env:
+        return None
+    key = os.environ.get(api_key_env, "")
+    if not key:
+        log.warning(
+            "api_key_env=%s but that environment variable is empty or unset; "
+            "no API key is sent to %s", api_key_env, base_url,
+        )  # fmt: skip
+        return None
+    if urllib.parse.urlsplit(base_url).scheme.lower() != "https" and not is_loopback(base_url):
+        log.warning(
+            "the API key from $%s is sent to %s over plain http (readable on the network); "
+            "use an https:// base_url or a server on 127.0.0.1", api_key_env, base_url,
+        )  # fmt: skip
+    return key
+
+
 class ChatClient:
     """Chat completions against an OpenAI-compatible server, with timeout and retries.
 
     Uses the ``openai`` package when installed, else ``urllib``. Retries use exponential
-    backoff with jitter (0.5 s, 1 s, 2 s, …); the last error is raised.
+    backoff with jitter (0.5 s, 1 s, 2 s, …); the last error is raised. An API key is sent
+    only when ``api_key_env`` names an environment variable (see :func:`api_key`).
     """
 
     def __init__(
         self,
         base_url: str,
         model: str,
-        api_key_env: str = "OPENAI_API_KEY",
+        api_key_env: str = "",
         timeout_s: float = 60.0,
         max_retries: int = 3,
         backoff_s: float = 0.5,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.api_key = os.environ.get(api_key_env, "") or "EMPTY"
+        self.api_key = api_key(api_key_env, self.base_url)
         self.timeout_s = timeout_s
         self.max_retries = max_retries
         self.backoff_s = backoff_s
@@ -283,7 +334,10 @@ class ChatClient:
             import openai
 
             self._client = openai.OpenAI(
-                base_url=self.base_url, api_key=self.api_key, timeout=timeout_s, max_retries=0
+                base_url=self.base_url,
+                api_key=self.api_key or NO_KEY,  # never falls back to $OPENAI_API_KEY
+                timeout=timeout_s,
+                max_retries=0,
             )
         except ImportError:
             self._client = None
@@ -293,10 +347,11 @@ class ChatClient:
             r = self._client.chat.completions.create(model=self.model, messages=messages, **kw)
             return r.choices[0].message.content or ""
         body = json.dumps({"model": self.model, "messages": messages, **kw}).encode()
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
         req = urllib.request.Request(
-            f"{self.base_url}/chat/completions",
-            data=body,
-            headers={"Content-Type": "application/json", "Authorization": f"Bearer {self.api_key}"},
+            f"{self.base_url}/chat/completions", data=body, headers=headers
         )
         with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
             data = json.loads(resp.read())

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+NEUTRAL_SCORE = 5.5
+"""Mid-scale critic score used where a candidate has none (critic failed or off, no translation)."""
+
 
 @dataclass(frozen=True)
 class Candidate:

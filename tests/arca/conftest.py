@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import random
 from pathlib import Path
 
@@ -14,7 +15,11 @@ from arca.trainer import ArcaItem
 from lira.translation.types import Candidate
 
 DEMO = Path(lira.__file__).parent / "data" / "demo" / "xquad-r"
-SHARED = Path("/work/shared/data/xquad-r")
+SHARED = Path(
+    os.environ.get(
+        "LIRA_XQUAD_R", Path(__file__).resolve().parents[3] / "shared" / "data" / "xquad-r"
+    )
+)
 
 
 def _questions(lang: str) -> dict[str, str]:

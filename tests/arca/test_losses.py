@@ -100,3 +100,19 @@ def test_anchor_contrast_loss_hand():
     # a collapsed (constant) E_en gives log B regardless of E_lr
     const = torch.ones(2, 2)
     assert anchor_contrast_loss(e, const, tau=1.0).item() == pytest.approx(math.log(2), rel=1e-6)
+
+
+def test_encoder_anchor_loss_d1_hand_and_fixed_target():
+    """App. D.1: L_enc = 1 - cos(E_lr, sg(T(y))): hand values, and no gradient into T(y)."""
+    from arca.losses import encoder_anchor_loss
+
+    e_lr = torch.tensor([[1.0, 0.0], [3.0, 4.0]], requires_grad=True)
+    target = torch.tensor([[0.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    # row 0: orthogonal -> 1 - 0 = 1; row 1: parallel -> 1 - 1 = 0; mean 0.5
+    loss = encoder_anchor_loss(e_lr, target)
+    assert loss.item() == pytest.approx(0.5, abs=1e-7)
+    loss.backward()
+    assert target.grad is None  # the English side is a fixed target
+    # d/dx (1 - cos(x, t)) at x = (1, 0), t = (0, 1): -(t/|x||t| - cos x/|x|^2) / 2 = (0, -0.5)
+    assert torch.allclose(e_lr.grad[0], torch.tensor([0.0, -0.5]), atol=1e-6)
+    assert torch.allclose(e_lr.grad[1], torch.zeros(2), atol=1e-6)

@@ -9,15 +9,26 @@ from arca.actor import Actor
 from arca.adaptor import Adaptor
 
 
-def test_adaptor_shapes_and_projection():
-    a = Adaptor(d_g=8, d_h=6, hidden=16)
-    assert isinstance(a.proj_g, torch.nn.Linear) and isinstance(a.proj_h, torch.nn.Identity)
+def test_d1_adaptor_is_a_two_layer_mlp_on_g_only():
+    a = Adaptor(d_g=8, d_h=6, hidden=16)  # App. D.1: d_g -> 512 -> d_h
+    assert isinstance(a.proj_g, torch.nn.Identity)
+    assert [type(m) for m in a.mlp] == [
+        torch.nn.Linear, torch.nn.ReLU, torch.nn.LayerNorm, torch.nn.Linear
+    ]  # fmt: skip
+    assert (a.mlp[0].in_features, a.mlp[0].out_features, a.mlp[3].out_features) == (8, 16, 6)
     assert a.bins_g(torch.randn(3, 4, 8)).shape == (3, 4, 6)
-    assert a.embed_g(torch.randn(3, 4, 8)).shape == (3, 6)
+    x = torch.randn(3, 4, 8)
+    assert torch.allclose(a.embed_g(x), a.mlp(x).mean(1))  # E = mean over bins of A(bins)
+    with pytest.raises(RuntimeError, match="fixed target"):
+        a.embed_h(torch.randn(5, 4, 6))
+
+
+def test_shared_adaptor_reading_of_eq4():
+    a = Adaptor(d_g=8, d_h=6, hidden=16, shared=True)
+    assert isinstance(a.proj_g, torch.nn.Linear)
     assert a.embed_h(torch.randn(5, 4, 6)).shape == (5, 6)
-    same = Adaptor(d_g=6, d_h=6, hidden=16)
+    same = Adaptor(d_g=6, d_h=6, hidden=16, shared=True)
     assert isinstance(same.proj_g, torch.nn.Identity)
-    # E = mean over bins of A(bins)
     x = torch.randn(2, 4, 6)
     assert torch.allclose(same.embed_h(x), same.mlp(x).mean(1))
     # shared MLP: identical inputs give identical outputs on both sides

@@ -137,7 +137,7 @@ def test_checkpoint_loads_without_the_trainer(build_model, xquad_pairs, tmp_path
     texts = [it.source for it in items[:5]]
     trainer.model.eval()
     torch.testing.assert_close(loaded.embed_lr(texts), trainer.model.embed_lr(texts))
-    e_en = loaded.embed_en([c.text for c in items[0].candidates])
+    e_en = loaded.english_targets([c.text for c in items[0].candidates])
     assert e_en.shape == (2, loaded.dim) and loaded.bins_lr(texts).shape == (5, 4, loaded.dim)
     picks = loaded.select(texts, [it.candidates for it in items[:5]])
     assert len(picks) == 5 and all(p in (0, 1) for p in picks)
@@ -211,7 +211,8 @@ def test_batch_whose_candidates_all_failed_is_skipped_and_counted(build_model, t
 
 
 def test_nan_backbone_stream_is_guarded_and_counted(build_model, xquad_pairs, tmp_path):
-    cfg = ArcaConfig(steps=2, batch_size=4, log_every=1, save_every=10)
+    # the bins target reads h's token stream (the sentence target reads h.encode)
+    cfg = ArcaConfig(steps=2, batch_size=4, log_every=1, save_every=10, anchor_target="bins")
     model = build_model(cfg)
     trainer = ArcaTrainer(cfg, model, make_items(xquad_pairs[:8]), tmp_path)
     real = model.backbone.token_stream
@@ -240,8 +241,8 @@ def test_nonfinite_gradient_step_is_skipped(build_model, xquad_pairs, tmp_path, 
     model = build_model(cfg)
     before = _weights(model)
     trainer = ArcaTrainer(cfg, model, make_items(xquad_pairs[:4]), tmp_path)
-    real = trainer_mod.anchor_loss
-    monkeypatch.setattr(trainer_mod, "anchor_loss", lambda a, b: real(a, b) * float("nan"))
+    real = trainer_mod.encoder_anchor_loss
+    monkeypatch.setattr(trainer_mod, "encoder_anchor_loss", lambda a, b: real(a, b) * float("nan"))
     trainer.train()
     assert trainer.counters["nonfinite_steps"] == 2
     after = _weights(model)
@@ -271,15 +272,46 @@ def test_grad_accum_and_bf16_autocast_run(
 
 
 @pytest.mark.slow
+def test_d1_fixed_target_cannot_collapse(build_model, xquad_pairs, tmp_path):
+    """App. D.1 (the default objective): the English side is a fixed target of h, so the best
+    constant Adaptor output (the normalised mean target, the optimum of mean cos over constants)
+    scores worse than the trained Adaptor, and matched pairs end well above mismatched ones
+    without any contrastive term."""
+    import torch.nn.functional as F
+
+    items = make_items(xquad_pairs[:48])
+    cfg = ArcaConfig(steps=40, batch_size=8, adaptor_lr=1e-3, encoder_lr=1e-3, log_every=10,
+                     save_every=100)  # fmt: skip
+    assert cfg.objective == "d1" and cfg.anchor_contrast == 0.0
+    trainer = ArcaTrainer(cfg, build_model(cfg), items, tmp_path / "d1")
+    torch.manual_seed(1)
+    trainer.train()
+    ev = trainer.evaluate(items)
+    model = trainer.model.eval()
+    gold = model.english_targets([it.candidates[0].text for it in items])  # [N, d]
+    noisy = model.english_targets([it.candidates[1].text for it in items])
+    with torch.no_grad():
+        e_lr = model.embed_lr([it.source for it in items])
+    best_const = F.normalize(F.normalize(gold, dim=-1).mean(0, keepdim=True), dim=-1)
+    const_loss = (1 - F.cosine_similarity(best_const.expand_as(gold), gold, dim=-1)).mean()
+    trained_loss = (1 - F.cosine_similarity(e_lr, gold, dim=-1)).mean()
+    print(f"\nD.1: anchor loss trained {trained_loss:.4f} vs best constant {const_loss:.4f}; "
+          f"held cos {ev['cos']:.4f} vs mismatched {ev['cos_shuffled']:.4f}")  # fmt: skip
+    assert trained_loss < const_loss - 0.02
+    assert ev["cos"] > ev["cos_shuffled"] + 0.05
+    assert not torch.allclose(gold, noisy)  # targets are the candidates' own embeddings
+
+
+@pytest.mark.slow
 def test_anchor_contrast_option_keeps_pairs_apart(build_model, xquad_pairs, tmp_path):
-    """Eq. 5 alone lets the Adaptor collapse (mismatched pairs align as well as matched ones);
-    the optional in-batch InfoNCE term keeps matched training pairs above mismatched ones."""
+    """The shared reading of Eq. 4-5 lets the Adaptor collapse (mismatched pairs align as well
+    as matched ones); the optional in-batch InfoNCE term keeps matched pairs above mismatched."""
     items = make_items(xquad_pairs[:48])
     result = {}
     for weight in (0.0, 1.0):
         cfg = ArcaConfig(
             steps=30, batch_size=8, anchor_contrast=weight, adaptor_lr=1e-3, encoder_lr=1e-3,
-            log_every=10, save_every=100,
+            log_every=10, save_every=100, objective="shared",
         )  # fmt: skip
         trainer = ArcaTrainer(cfg, build_model(cfg), items, tmp_path / f"w{weight}")
         torch.manual_seed(1)

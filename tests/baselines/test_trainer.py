@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from lira.baselines.trainer import (
     ContrastiveTrainer,
@@ -28,7 +29,8 @@ TEXTS = ["Wie viele Punkte gab die Verteidigung ab?", "The Panthers defense gave
 
 
 def _cfg(models_config, out: Path, **baselines) -> RunConfig:
-    bc = dict(steps=6, batch_size=8, lr=1e-3, hard_negatives=1)
+    bc = dict(steps=6, batch_size=8, lr=1e-3, clear_negatives=1, merging_negatives=2,
+              lancer_per_language=4)  # fmt: skip
     bc.update(baselines)
     return RunConfig(
         output_dir=str(out),
@@ -59,13 +61,36 @@ def test_baseline_lowers_training_loss(trained, method):
     assert list(folder.glob("*.safetensors"))
 
 
-def test_merging_keeps_both_parts(trained):
+def test_shared_budget_is_recorded_per_method(trained):
     _, _, summary = trained
+    for method in ("infonce", "clear", "lancer", "jsd", "merging"):
+        r = summary[method]["recipe"]
+        assert (r["steps"], r["batch_size"], r["lr"]) == (6, 8, 1e-3), method
+        assert r["shared"] == ["steps", "batch_size", "lr"]
+    assert summary["clear"]["recipe"]["scheduler"] == "cosine"  # the paper's schedule stays
+    assert summary["merging"]["recipe"]["tau"] == 0.01
+
+
+def test_merging_averages_the_cross_lingual_fine_tune_with_the_base_model(trained, models_config):
+    """Paper 001 §4.3: a CLIR fine-tune merged with the best mono-lingual model (the base)."""
+    from safetensors.torch import load_file
+
+    from lira.models import load_backbone
+
+    _, out, summary = trained
     parts = summary["merging"]["parts"]
-    assert len(parts) == 2
-    for name, p in parts.items():
-        assert Path(p["path"]).is_dir(), name
-        assert p["loss_after"] < p["loss_before"], (name, p)
+    assert list(parts) == ["de+es-en-en"] and summary["merging"]["partner"] == "base"
+    part = parts["de+es-en-en"]
+    assert part["loss_after"] < part["loss_before"], part
+    tuned = load_file(str(Path(part["path"]) / "model.safetensors"))
+    merged = load_file(str(out / "baselines" / "merging" / "model.safetensors"))
+    base = load_backbone(models_config).model.state_dict()
+    checked = 0
+    for k, v in merged.items():
+        if v.is_floating_point() and not torch.equal(tuned[k], base[k]):
+            torch.testing.assert_close(v, 0.5 * tuned[k] + 0.5 * base[k], rtol=1e-5, atol=1e-6)
+            checked += 1
+    assert checked > 10
 
 
 def test_resume_skips_trained_methods(trained, caplog):
@@ -79,8 +104,8 @@ def test_resume_skips_trained_methods(trained, caplog):
 
 @pytest.mark.parametrize("lora", [False, True])
 def test_checkpoint_loads_in_fresh_process(models_config, tmp_path, lora):
-    cfg = _cfg(models_config, tmp_path, lora=lora, steps=3, hard_negatives=0)
-    parallel, retrieval = _splits(cfg)
+    cfg = _cfg(models_config, tmp_path, lora=lora, steps=3, clear_negatives=0)
+    parallel, retrieval, _ = _splits(cfg)
     examples = build_examples(parallel, retrieval)  # no mined negatives: K = M = 0
     from lira.models import load_backbone
 

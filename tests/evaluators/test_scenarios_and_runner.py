@@ -11,7 +11,7 @@ from evaluators.diagnostics import local_lipschitz, rkhs_c_stats, summary_stats
 from evaluators.leaderboard import write_leaderboard
 from evaluators.probes import lancer_penalty, language_id_accuracy
 from evaluators.runner import english_gaps, evaluate_encoders
-from evaluators.scenarios import build_scenarios
+from evaluators.scenarios import SCENARIOS, build_scenarios, describe
 from lira.config import EvalConfig
 from lira.data.xquad_r import plain_qid
 
@@ -37,6 +37,54 @@ def test_scenario_shapes_and_qrels(xquad):
     assert ("multi@en", "de") in scs and scs[("multi@en", "de")].queries[0].lang == "en"
 
 
+def _langs(records):
+    return {r.lang for r in records}
+
+
+def test_scenario_directions_match_their_names_and_papers(xquad):
+    """Names are query -> documents; CLEAR names the passage language first (paper 000)."""
+    qids = xquad.question_ids[:20]
+    scs = {(s.name, s.language): s for s in build_scenarios(xquad, list(SCENARIOS), ["de"], qids)}
+    want = {  # scenario: (query language, document languages)
+        "en-en": ("en", {"en"}), "lang-en": ("de", {"en"}), "en-lang": ("en", {"de"}),
+        "mono-same": ("de", {"de"}), "mono-same@en": ("en", {"en"}),
+        "mono-cross": ("de", {"en"}), "mono-cross@en": ("en", {"de"}),
+        "multi": ("de", {"en", "de"}), "multi@en": ("en", {"en", "de"}),
+        "multi-1": ("de", {"en", "de"}), "multi-1@en": ("en", {"en", "de"}),
+    }  # fmt: skip
+    assert {name for name, _ in scs} == set(want)
+    for (name, _), sc in scs.items():
+        q_lang, d_langs = want[name]
+        assert _langs(sc.queries) == {q_lang} and _langs(sc.docs) == d_langs, name
+        gold = {d for rel in sc.qrels.values() for d in rel}
+        assert {d.split(":")[0] for d in gold} <= d_langs, name
+    # paper 003 Mono-Cross has the same data as lang-en / en-lang, by construction
+    assert scs[("mono-cross", "de")].qrels == scs[("lang-en", "de")].qrels
+    assert scs[("mono-cross@en", "de")].qrels == scs[("en-lang", "de")].qrels
+    assert scs[("mono-same@en", "de")].qrels == scs[("en-en", "en")].qrels
+    # multi-1: the relevant sentence is in the other language than the query
+    for name, other in (("multi-1", "en"), ("multi-1@en", "de")):
+        rel = [d for r in scs[(name, "de")].qrels.values() for d in r]
+        assert {d.split(":")[0] for d in rel} == {other}
+    # the words and the paper columns
+    assert describe("lang-en")[0] == "target-language queries → English sentences"
+    assert "CLEAR (000) English-Lang" in describe("lang-en")[1]
+    assert describe("en-lang")[0] == "English queries → target-language sentences"
+    assert "CLEAR (000) Lang-English" in describe("en-lang")[1]
+    assert "Mono-Cross, English queries" in describe("mono-cross@en")[1]
+    assert describe("multi en-gap")[0].startswith("multi@en minus multi")
+
+
+def test_english_gap_is_english_minus_target():
+    def row(scenario, value):
+        return {"method": "m", "task": "t", "scenario": scenario, "language": "de",
+                "metric": "ndcg@1", "value": value, "ci_low": value, "ci_high": value}  # fmt: skip
+
+    gaps = english_gaps([row("mono-cross", 30.0), row("mono-cross@en", 42.5), row("x@en", 1.0)])
+    assert len(gaps) == 1
+    assert gaps[0]["scenario"] == "mono-cross en-gap" and gaps[0]["value"] == 12.5
+
+
 def test_evaluate_encoders_writes_a_readable_leaderboard(xquad, tfidf, tmp_path):
     cfg = EvalConfig(bootstrap=50)
     qids = xquad.question_ids[:40]
@@ -54,6 +102,13 @@ def test_evaluate_encoders_writes_a_readable_leaderboard(xquad, tfidf, tmp_path)
     md = files["md"].read_text()
     assert "## ndcg@10 by scenario: zh" in md and "## en-en: every metric (all)" in md
     assert "| method | en-en | lang-en |" in md and "| tfidf |" in md
+    assert "## Scenarios" in md
+    assert (
+        "| lang-en | target-language queries → English sentences | CLEAR (000) English-Lang" in md
+    )
+    assert "| mono-cross@en | English queries → target-language sentences" in md
+    mc = get[("mono-cross", "zh", "ndcg@10")]["value"]
+    assert mc == pytest.approx(get[("lang-en", "zh", "ndcg@10")]["value"])  # same data
     assert json.loads(files["json"].read_text())[0].keys() == {
         "method",
         "task",
@@ -90,6 +145,9 @@ def test_language_id_probe_and_lancer_penalty():
 def test_diagnostics_statistics_and_lipschitz():
     s = summary_stats([1, 2, 3, 4, 100])
     assert s["max"] == 100 and s["median"] == 3 and s["count"] == 5
+    # population std: squared deviations from 22 sum to 441+400+361+324+6084 = 7610
+    assert s["mean"] == 22.0 and s["std"] == pytest.approx((7610 / 5) ** 0.5)
+    assert s["p90"] == pytest.approx(4 + 0.6 * 96)  # linear interpolation at 0.9 * 4 = 3.6
     c = rkhs_c_stats(np.array([[3.0, 4.0], [0.0, 1.0]]))
     assert c["max"] == 5.0 and c["mean"] == 3.0
     texts = ["the cat sat on the mat", "a dog ran in the park", "rain fell all day long"]
@@ -97,5 +155,9 @@ def test_diagnostics_statistics_and_lipschitz():
     def embed(batch):
         return np.array([[len(t), t.count(" "), sum(map(ord, t)) % 97] for t in batch], dtype=float)
 
-    lip = local_lipschitz(texts, embed, embed, deltas=(1, 3))  # f == z -> ratio 100 %
-    assert lip[1]["median"] == pytest.approx(100.0) and set(lip) == {1, 3}
+    def twice(batch):
+        return 2.0 * embed(batch)
+
+    lip = local_lipschitz(texts, twice, embed, deltas=(1, 3))  # f = 2 z -> ratio 200 %
+    assert lip[1]["median"] == pytest.approx(200.0) and set(lip) == {1, 3}
+    assert lip[3]["max"] == pytest.approx(200.0)  # ||f(y) - f(y')|| / ||z(y) - z(y')||, not z/f

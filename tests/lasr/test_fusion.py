@@ -1,40 +1,70 @@
-"""Fusion head: shapes, unit norm, residual start, stream ablations, packed re-scoring."""
+"""Fusion head: shapes, unit norm, the gate's score fusion, English start, ablations, packing."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+import torch.nn.functional as F
 
-from lasr.fusion import FusionHead, pack
+from arca.adaptor import Adaptor
+from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features, pack
 
 
-def test_residual_head_starts_at_english_stream_and_is_unit_norm():
+def _feats(b: int, english_query: bool = False, doc: bool = False) -> torch.Tensor:
+    en = torch.full((b,), 1.0 if english_query or doc else 0.0)
+    chosen = torch.tensor([[5.5, 5.5, 5.5, 0.0]]).repeat(b, 1)
+    return gate_features(en, torch.zeros(b), chosen, doc)
+
+
+def test_untrained_head_is_the_fixed_score_fusion():
+    """ẑ = normalize([n(E_en); r·n(E_lr)]) with r = gate_init: cos = (cos_en + r² cos_lr)/(1+r²)."""
     torch.manual_seed(0)
-    head = FusionHead(12, 8, fusion_dim=16, layers=1, heads=2, dropout=0.0).eval()
+    head = FusionHead(12, 8, fusion_dim=16, layers=1, heads=2, dropout=0.0, gate_init=2.0).eval()
     e_en, e_lr = torch.randn(5, 12), torch.randn(5, 8)
-    z = head(e_en, e_lr)
-    assert z.shape == (5, 12)
+    z = head(e_en, e_lr, _feats(5))
+    assert z.shape == (5, 20) and head.dim == 20
     assert torch.allclose(z.norm(dim=-1), torch.ones(5), atol=1e-6)
-    assert torch.allclose(z, torch.nn.functional.normalize(e_en, dim=-1), atol=1e-6)
-    # 2·S-token streams give the same output shape
-    assert head(torch.randn(5, 3, 12), torch.randn(5, 4, 8)).shape == (5, 12)
-    assert torch.allclose(head.fuse_packed(pack(e_en, e_lr)), z)
+    want = F.normalize(torch.cat([F.normalize(e_en, dim=-1), 2.0 * F.normalize(e_lr, dim=-1)], 1))
+    assert torch.allclose(z, want, atol=1e-6)
+    cos_en = F.normalize(e_en, dim=-1) @ F.normalize(e_en, dim=-1).T
+    cos_lr = F.normalize(e_lr, dim=-1) @ F.normalize(e_lr, dim=-1).T
+    assert torch.allclose(z @ z.T, (cos_en + 4.0 * cos_lr) / 5.0, atol=1e-5)
 
 
-def test_plain_head_uses_both_streams_and_ablation_ignores_lr():
+def test_gate_starts_english_queries_near_the_backbone():
+    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, gate_init=1.0).eval()
+    r_query = head.weight(_feats(3, english_query=True))
+    r_doc = head.weight(_feats(3, doc=True))
+    r_foreign = head.weight(_feats(3))
+    assert torch.allclose(r_query, torch.full((3, 1), math.exp(-6.0)), rtol=1e-5)
+    assert torch.allclose(r_doc, torch.ones(3, 1)) and torch.allclose(r_foreign, torch.ones(3, 1))
+    assert gate_features(torch.ones(1), torch.zeros(1), torch.zeros(1, 4), False).shape == (
+        1,
+        GATE_FEATURES,
+    )
+
+
+def test_stream_ablation_zeroes_the_multilingual_half_and_errors():
     torch.manual_seed(0)
-    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, residual=False).eval()
-    e_en = torch.randn(3, 6)
-    a, b = head(e_en, torch.randn(3, 4)), head(e_en, torch.randn(3, 4))
-    assert not torch.allclose(a, b)
     no_lr = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, use_lr=False).eval()
-    torch.nn.init.normal_(no_lr.out.weight)
-    assert torch.allclose(no_lr(e_en, torch.randn(3, 4)), no_lr(e_en, torch.randn(3, 4)))
+    e_en = torch.randn(3, 6)
+    a, b = no_lr(e_en, torch.randn(3, 4), _feats(3)), no_lr(e_en, torch.randn(3, 4), _feats(3))
+    assert torch.allclose(a, b) and torch.allclose(a[:, 6:], torch.zeros(3, 4))
     with pytest.raises(ValueError, match="at least one stream"):
         FusionHead(6, 4, use_en=False, use_lr=False)
+    with pytest.raises(ValueError, match="gate_init"):
+        FusionHead(6, 4, fusion_dim=8, heads=2, gate_init=0.0)
 
 
-def test_gradients_reach_every_trainable_parameter():
-    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, residual=False)
-    head(torch.randn(3, 6), torch.randn(3, 4)).sum().backward()
-    assert all(p.grad is not None for p in head.parameters())
+def test_gradients_reach_every_trainable_parameter_and_packing_roundtrips():
+    torch.manual_seed(0)
+    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0)
+    net = LaSRNet(head, Adaptor(5, 4, hidden=8))
+    e_en, bins, feats = torch.randn(3, 6), torch.randn(3, 2, 5), _feats(3)
+    z = net(e_en, bins, feats)
+    (z * torch.randn_like(z)).sum().backward()
+    missing = [n for n, p in net.named_parameters() if p.grad is None]
+    assert not missing, missing
+    assert torch.allclose(net.forward_packed(pack(e_en, bins, feats)), z)

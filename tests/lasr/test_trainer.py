@@ -11,7 +11,6 @@ from argparse import Namespace
 import pytest
 import torch
 
-from lasr.fusion import FusionHead
 from lasr.trainer import LaSRTrainer, run_lasr
 from lira.checkpoint import latest_checkpoint
 from lira.config import DataConfig, LaSRConfig, RunConfig, TranslationConfig
@@ -34,8 +33,8 @@ def demo(tmp_path_factory, models_config):
     cfg = RunConfig(output_dir=str(tmp), models=models)
     torch.manual_seed(0)
     model = LiRAModel.from_config(cfg, None)
-    memo: dict = {}  # frozen streams of the default settings, shared by the tests below
-    return model, splits.train, splits.eval, tmp, memo
+    adaptor = {k: v.clone() for k, v in model.arca.adaptor.state_dict().items()}
+    return model, splits.train, splits.eval, tmp, adaptor
 
 
 def _pairs(data: RetrievalData, seed: int = 0) -> PairData:
@@ -68,19 +67,11 @@ def _subset(data: RetrievalData, n: int) -> RetrievalData:
     return RetrievalData(queries, corpus, data.qrels)
 
 
-def _fresh(model: LiRAModel, cfg: LaSRConfig) -> LiRAModel:
+def _fresh(model: LiRAModel, cfg: LaSRConfig, adaptor: dict) -> LiRAModel:
+    """The demo model with a fresh head for ``cfg`` and Arca's starting Adaptor."""
     torch.manual_seed(cfg.seed)
-    model.lasr_cfg = cfg
-    model.head = FusionHead(
-        model.d_en,
-        model.d_lr,
-        cfg.fusion_dim,
-        cfg.fusion_layers,
-        cfg.fusion_heads,
-        cfg.dropout,
-        cfg.fusion_residual,
-        use_lr=cfg.use_multilingual_encoder,
-    )
+    model.arca.adaptor.load_state_dict(adaptor)
+    model.set_head(cfg)
     return model
 
 
@@ -90,21 +81,22 @@ SMALL = dict(
 
 
 def test_retrieval_task_beats_arca_only_on_held_out(demo):
-    model, train, held, tmp, memo = demo
+    model, train, held, tmp, adaptor = demo
     cfg = LaSRConfig(steps=100, lr=5e-5, **SMALL)
-    tr = LaSRTrainer(_fresh(model, cfg), cfg, tmp / "r", retrieval=train, memo=memo)
+    tr = LaSRTrainer(_fresh(model, cfg, adaptor), cfg, tmp / "r", retrieval=train)
     before = tr.evaluate(held)["retrieval"]
     tr.train()
     after = tr.evaluate(held)["retrieval"]
     print("retrieval held-out", before, after)
-    assert after["soft_ndcg_loss@10"] < before["soft_ndcg_loss@10"]
-    assert after["ndcg@10"] > before["ndcg@10"]
+    # held-out over the whole sentence pool: the soft loss saturates near 1 there (hundreds of
+    # candidates at τ = 0.1), so the true nDCG@10 is what must rise
+    assert after["ndcg@10"] > before["ndcg@10"] + 0.05
 
 
 def test_rank_task_raises_held_out_pearson(demo):
-    model, train, held, tmp, memo = demo
+    model, train, held, tmp, adaptor = demo
     cfg = LaSRConfig(steps=100, lr=1e-4, **SMALL)
-    tr = LaSRTrainer(_fresh(model, cfg), cfg, tmp / "p", pairs=_pairs(train), memo=memo)
+    tr = LaSRTrainer(_fresh(model, cfg, adaptor), cfg, tmp / "p", pairs=_pairs(train))
     hp = _pairs(held, seed=1)
     before = tr.evaluate(pairs=hp)["rank"]
     tr.train()
@@ -124,7 +116,7 @@ def test_rank_task_raises_held_out_pearson(demo):
     ],
 )
 def test_each_ablation_trains_and_evaluates(demo, flag):
-    model, train, held, tmp, _ = demo
+    model, train, held, tmp, adaptor = demo
     cfg = LaSRConfig(steps=4, lr=1e-4, corr_min=8, **{**SMALL, "batch_size": 8}, **{flag: False})
     small, small_held = _subset(train, 24), _subset(held, 8)
     # two stored candidates per question, so the Actor (and its critic ablations) selects
@@ -136,13 +128,16 @@ def test_each_ablation_trains_and_evaluates(demo, flag):
     model.store = store
     model.translation_cfg = TranslationConfig(mt_translators=refs, num_candidates=2)
     try:
-        tr = LaSRTrainer(_fresh(model, cfg), cfg, tmp / flag, retrieval=small, pairs=_pairs(small))
+        model._memo.clear()  # streams of another selection setting
+        fresh = _fresh(model, cfg, adaptor)
+        tr = LaSRTrainer(fresh, cfg, tmp / flag, retrieval=small, pairs=_pairs(small))
         assert tr.task == "both"
         hist = tr.train()
         out = tr.evaluate(small_held, _pairs(small_held))
-        picked = model.english_texts([small.queries[0].text], ["de"])
+        picked, _, _ = model.english_texts([small.queries[0].text], ["de"])
     finally:
         model.store, model.translation_cfg = None, TranslationConfig()
+        model._memo.clear()
         store.close()
     translated = picked[0] != small.queries[0].text
     assert translated == (flag != "use_translations")
@@ -155,32 +150,45 @@ def test_each_ablation_trains_and_evaluates(demo, flag):
 
 
 def test_resume_is_exact(demo):
-    model, train, _, tmp, memo = demo
+    model, train, _, tmp, adaptor = demo
     small = _subset(train, 32)
     pairs = _pairs(small)
     cfg = LaSRConfig(
         steps=6, lr=1e-3, dropout=0.1, corr_min=8, **{**SMALL, "batch_size": 8, "save_every": 3}
     )
-    a = LaSRTrainer(
-        _fresh(model, cfg), cfg, tmp / "resume", retrieval=small, pairs=pairs, memo=memo
-    )
+    a = LaSRTrainer(_fresh(model, cfg, adaptor), cfg, tmp / "resume", retrieval=small, pairs=pairs)
     a.train()
-    want = {k: v.clone() for k, v in a.head.state_dict().items()}
+    want = {k: v.clone() for k, v in a.net.state_dict().items()}
     last = latest_checkpoint(tmp / "resume" / "lasr")
     assert last is not None and last.name == "step-00000006"
     shutil.rmtree(last)
     b = LaSRTrainer(
-        _fresh(model, dataclasses.replace(cfg, seed=5)),
+        _fresh(model, dataclasses.replace(cfg, seed=5), adaptor),
         cfg,
         tmp / "resume",
         retrieval=small,
         pairs=pairs,
-        memo=memo,
     )
     assert b.resume() and b.step == 3
     b.train()
-    for k, v in b.head.state_dict().items():
+    for k, v in b.net.state_dict().items():
         assert torch.equal(v, want[k]), k
+
+
+@pytest.mark.parametrize("train_adaptor", [True, False])
+def test_end_to_end_lasr_trains_the_adaptor(demo, train_adaptor):
+    """App. D.1: "the LaSR module is trained end-to-end" — the Adaptor's weights move with
+    lasr.train_adaptor and stay exactly as Arca left them without it."""
+    model, train, _, tmp, adaptor = demo
+    cfg = LaSRConfig(steps=5, lr=1e-3, adaptor_lr=1e-3, train_adaptor=train_adaptor, **SMALL)
+    tr = LaSRTrainer(_fresh(model, cfg, adaptor), cfg, tmp / f"e2e{train_adaptor}",
+                     retrieval=_subset(train, 32))  # fmt: skip
+    tr.train()
+    tr.finalize()
+    after = model.arca.adaptor.state_dict()
+    changed = [k for k in adaptor if not torch.equal(adaptor[k], after[k])]
+    assert bool(changed) == train_adaptor, changed
+    assert not any(p.requires_grad for p in model.parameters())  # finalize freezes
 
 
 def test_run_lasr_engine_writes_loadable_model(tmp_path, models_config):
@@ -208,8 +216,8 @@ def test_run_lasr_engine_writes_loadable_model(tmp_path, models_config):
     # train questions were translated through the store, held-out ones were not
     assert summary["missing_translations"] >= len(splits.eval.queries)
     loaded = LiRAModel.from_pretrained(tmp_path / "lira-model")
-    assert loaded.english_texts([splits.train_sources[0].text], ["de"]) == [
+    assert loaded.english_texts([splits.train_sources[0].text], ["de"])[0] == [
         en[plain_qid(splits.train_sources[0].id)]
     ]
     z = loaded.encode([splits.train_sources[0].text], ["de"])
-    assert z.shape == (1, loaded.d_en)
+    assert z.shape == (1, loaded.d_en + loaded.d_lr)

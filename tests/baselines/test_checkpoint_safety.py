@@ -1,0 +1,96 @@
+"""Baselines (issue 18): a non-finite loss or gradient skips the step (counted) and never reaches
+the saved model; ``--resume`` refuses a method trained with another config."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from argparse import Namespace
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from lira.baselines.trainer import (
+    FINGERPRINT_FILE,
+    ContrastiveTrainer,
+    _splits,
+    build_examples,
+    run_baselines,
+    save_baseline,
+)
+from lira.checkpoint import CheckpointError
+from lira.config import BaselinesConfig, DataConfig, RunConfig
+
+pytestmark = pytest.mark.slow
+
+
+def _cfg(models_config, out: Path, **baselines) -> RunConfig:
+    bc = dict(methods=["jsd"], steps=2, batch_size=8, lr=1e-3, clear_negatives=0)
+    bc.update(baselines)
+    return RunConfig(
+        output_dir=str(out),
+        models=models_config,
+        data=DataConfig(train_languages=["de", "es"], max_train_queries=12),
+        baselines=BaselinesConfig(**bc),
+    )
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of")  # every step is skipped
+@pytest.mark.parametrize("where", ["loss", "gradient"])
+def test_nonfinite_steps_are_skipped_and_the_saved_model_is_finite(models_config, tmp_path, where):
+    from lira.models import load_backbone
+
+    cfg = _cfg(models_config, tmp_path, steps=3)
+    parallel, retrieval, _ = _splits(cfg)
+    examples = build_examples(parallel, retrieval)
+    trainer = ContrastiveTrainer(
+        load_backbone(cfg.models), cfg.baselines, "clear", examples, retrieval.corpus
+    )
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    real = trainer.loss
+
+    def poisoned(batch):
+        loss = real(batch)
+        if where == "loss":
+            return loss * float("nan")
+        # finite loss, NaN gradients (d sqrt(x)/dx at 0 is inf, times 0)
+        zero = sum(p.sum() for p in trainer.model.parameters() if p.requires_grad) * 0.0
+        return loss + torch.sqrt(zero * 0.0)
+
+    trainer.loss = poisoned
+    trainer.train(3)
+    assert trainer.nonfinite_steps == 3
+    for k, v in trainer.model.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    path = save_baseline(trainer.finish(), tmp_path / "ckpt", cfg.models, {"method": "clear"})
+    weights = load_file(str(path / "model.safetensors"))
+    assert all(bool(torch.isfinite(v).all()) for v in weights.values() if v.is_floating_point())
+
+
+def test_resume_refuses_a_method_trained_with_another_config(models_config, tmp_path):
+    cfg = _cfg(models_config, tmp_path)
+    first = run_baselines(cfg, Namespace(methods=None, resume=False))
+    assert first["jsd"]["nonfinite_steps"] == 0
+    folder = tmp_path / "baselines" / "jsd"
+    assert (folder / FINGERPRINT_FILE).is_file()
+    mtime = (folder / "model.safetensors").stat().st_mtime_ns
+
+    # another method's recipe changed: jsd's model still holds, it is skipped
+    other = dataclasses.replace(cfg, baselines=dataclasses.replace(cfg.baselines, clear_lr=1e-6))
+    again = run_baselines(other, Namespace(methods=None, resume=True))
+    assert again["jsd"]["loss_after"] == first["jsd"]["loss_after"]
+    assert (folder / "model.safetensors").stat().st_mtime_ns == mtime
+
+    changed = dataclasses.replace(cfg, baselines=dataclasses.replace(cfg.baselines, steps=3))
+    with pytest.raises(CheckpointError, match=r"baselines\.steps: 2 -> 3") as e:
+        run_baselines(changed, Namespace(methods=None, resume=True))
+    assert "without --resume" in str(e.value)
+    assert (folder / "model.safetensors").stat().st_mtime_ns == mtime  # nothing overwritten
+
+    # a folder from before fingerprints: refused too (it cannot be checked)
+    (folder / FINGERPRINT_FILE).unlink()
+    with pytest.raises(CheckpointError, match=FINGERPRINT_FILE):
+        run_baselines(cfg, Namespace(methods=None, resume=True))
+    json.loads((tmp_path / "baselines" / "summary.json").read_text())  # still strict JSON
