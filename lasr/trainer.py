@@ -313,7 +313,10 @@ class LaSRTrainer:
         net: LaSRNet = model.net
         for p in model.arca.parameters():
             p.requires_grad_(False)
-        groups = [{"params": list(net.head.parameters()), "lr": cfg.lr}]
+        gate = [*net.head.gate_linear.parameters(), *net.head.gate_mlp.parameters()]
+        gate_ids = {id(p) for p in gate}
+        rest = [p for p in net.head.parameters() if id(p) not in gate_ids]
+        groups = [{"params": rest, "lr": cfg.lr}, {"params": gate, "lr": cfg.gate_lr}]
         arca_params = []
         if cfg.train_adaptor:
             arca_params += list(net.adaptor.parameters())

@@ -398,6 +398,9 @@ class LaSRConfig:
     """Also train g in LaSR when it is trainable (full or LoRA; runs g every step, costly)."""
     adaptor_lr: float = 1e-4
     """Learning rate of the Adaptor (and g) in LaSR when they train."""
+    gate_lr: float = 1e-2
+    """Learning rate of the fusion gate r(x): a few weights that must move by units (log r),
+    which Adam at the head's rate (~lr per step) cannot do in a few hundred steps."""
     safe_negatives: bool = True
     """Down-weight negatives scoring within safe_delta of the positive (Eq. 41); false keeps
     every mined negative at full weight."""
@@ -420,6 +423,7 @@ class LaSRConfig:
 
     def __post_init__(self) -> None:
         _check(self.lr > 0, "lr", "learning rate must be > 0")
+        _check(self.gate_lr > 0, "gate_lr", "learning rate must be > 0")
         _check(self.fusion_heads >= 1, "fusion_heads", "must be >= 1 (attention heads)")
         _check(self.fusion_dim >= 1, "fusion_dim", "must be >= 1")
         _check(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -33,12 +31,14 @@ def test_untrained_head_is_the_fixed_score_fusion():
     assert torch.allclose(z @ z.T, (cos_en + 4.0 * cos_lr) / 5.0, atol=1e-5)
 
 
-def test_gate_starts_english_queries_near_the_backbone():
+def test_gate_keeps_english_queries_on_the_backbone():
     head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, gate_init=1.0).eval()
     r_query = head.weight(_feats(3, english_query=True))
     r_doc = head.weight(_feats(3, doc=True))
     r_foreign = head.weight(_feats(3))
-    assert torch.allclose(r_query, torch.full((3, 1), math.exp(-6.0)), rtol=1e-5)
+    assert torch.equal(r_query, torch.zeros(3, 1))  # English queries: the backbone, always
+    torch.nn.init.normal_(head.gate_mlp[-1].weight)  # a trained gate cannot change that
+    assert torch.equal(head.weight(_feats(3, english_query=True)), torch.zeros(3, 1))
     assert torch.allclose(r_doc, torch.ones(3, 1)) and torch.allclose(r_foreign, torch.ones(3, 1))
     assert gate_features(torch.ones(1), torch.zeros(1), torch.zeros(1, 4), False).shape == (
         1,
