@@ -355,16 +355,15 @@ class LaSRTrainer:
     def _sample(self, n: int, size: int) -> list[int]:
         return torch.randperm(n, generator=self.gen)[: min(size, n)].tolist()
 
-    def _embed(self, bank: StreamBank, keys: list[str]) -> tuple[Tensor, Tensor]:
-        """(ẑ [B, d], packed rows [B, ·] for the DocQueue) of bank ``keys``, with gradient."""
+    def _embed(self, bank: StreamBank, keys: list[str]) -> Tensor:
+        """ẑ [B, d] of bank ``keys``, with gradient."""
         s = bank.rows(keys)
         dev = self.acc.device
         g_bins = s.g_bins.to(dev)
         if self.train_g:  # g trains: its bins are recomputed with gradient
             texts = [bank.texts[bank.index[k]] for k in keys]
             g_bins = self.model.arca.pooled_sources(texts)
-        z = self.net(s.e_en.to(dev), g_bins, s.feats.to(dev))
-        return z, pack(s.e_en, s.g_bins, s.feats).to(dev)
+        return self.net(s.e_en.to(dev), g_bins, s.feats.to(dev))
 
     def retrieval_loss(self) -> Tensor:
         """One query batch + document batch -> soft nDCG loss with mined negatives (Eq. 35-44)."""
@@ -378,8 +377,8 @@ class LaSRTrainer:
             pos.append(rel[int(rng.integers(len(rel)))])
         extra = [self.dbank.keys[i] for i in self._sample(len(self.dbank.keys), cfg.batch_size)]
         docs = list(dict.fromkeys(pos + extra))  # positives first, no duplicates
-        zq, _ = self._embed(self.qbank, qids)  # [B, d]
-        zd, d_packed = self._embed(self.dbank, docs)  # [D, d]
+        zq = self._embed(self.qbank, qids)  # [B, d]
+        zd = self._embed(self.dbank, docs)  # [D, d]
         d_langs = [self.dbank.langs[self.dbank.index[d]] for d in docs]
         pos_rows = [docs.index(p) for p in pos]
         relevant = [{d for d, v in data.qrels[q].items() if v > 0} for q in qids]
@@ -411,7 +410,11 @@ class LaSRTrainer:
             mask=mask,
         )
         if cfg.use_queue:
-            self.doc_queue.push(docs, d_langs, zd, feats=d_packed if cfg.queue_rescore else None)
+            packed = None  # the rows queue_rescore re-scores; stop-grad entries need none
+            if cfg.queue_rescore:
+                s = self.dbank.rows(docs)
+                packed = pack(s.e_en, s.g_bins, s.feats).to(self.acc.device)
+            self.doc_queue.push(docs, d_langs, zd, feats=packed)
         return loss
 
     def rank_loss(self) -> Tensor | None:
@@ -421,8 +424,8 @@ class LaSRTrainer:
         assert self.pbank is not None and self.pairs is not None
         rows = self._sample(len(self.k1), cfg.batch_size)
         dev = self.acc.device
-        z1, _ = self._embed(self.pbank, [self.k1[i] for i in rows])
-        z2, _ = self._embed(self.pbank, [self.k2[i] for i in rows])
+        z1 = self._embed(self.pbank, [self.k1[i] for i in rows])
+        z2 = self._embed(self.pbank, [self.k2[i] for i in rows])
         pred = (z1 * z2).sum(-1)  # [B]
         gold = torch.tensor([self.pairs.scores[i] for i in rows], dtype=pred.dtype, device=dev)
         p_all, g_all = self.corr_queue.concat(pred, gold)
