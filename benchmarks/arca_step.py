@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -36,14 +37,20 @@ def german_questions(n: int) -> list[str]:
 
     for folder in (
         Path(lira.__file__).parent / "data/demo/xquad-r",
-        Path("/work/shared/data/xquad-r"),
+        Path(
+            os.environ.get(
+                "LIRA_XQUAD_R", Path(__file__).resolve().parents[2] / "shared/data/xquad-r"
+            )
+        ),
     ):
         f = folder / "de.json"
         if f.is_file():
             data = json.loads(f.read_text(encoding="utf-8"))
             qs = [q["question"] for a in data["data"] for p in a["paragraphs"] for q in p["qas"]]
             return list(dict.fromkeys(qs))[:n]
-    raise SystemExit("no XQuAD-R de.json found (demo subset or /work/shared/data/xquad-r)")
+    raise SystemExit(
+        "no XQuAD-R de.json found (demo subset, $LIRA_XQUAD_R or ../shared/data/xquad-r)"
+    )
 
 
 def run_config(out: Path, critic: str) -> RunConfig:

@@ -19,17 +19,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
 
 import torch
 
+from lasr.model import LiRAModel
 from lira.config import ModelsConfig, RunConfig, TranslationConfig
-from lira.model import LiRAModel
 from lira.translation.store import TranslationStore, reference_translator
 
-XQUAD = Path("/work/shared/data/xquad-r")
+# XQuAD-R: $LIRA_XQUAD_R, else the repository-relative ../shared/data/xquad-r
+XQUAD = Path(
+    os.environ.get("LIRA_XQUAD_R", Path(__file__).resolve().parents[2] / "shared/data/xquad-r")
+)
 
 
 def questions(lang: str, n: int) -> dict[str, str]:

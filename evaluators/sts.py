@@ -23,10 +23,3 @@ def sts_correlations(pred: Sequence[float], gold: Sequence[float]) -> dict[str, 
         "pearson": float(100 * stats.pearsonr(p, g).statistic),
         "spearman": float(100 * stats.spearmanr(p, g).statistic),
     }
-
-
-def cosine_scores(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Row-wise cosine similarity of two [N, d] arrays."""
-    a = a / np.linalg.norm(a, axis=1, keepdims=True).clip(1e-12)
-    b = b / np.linalg.norm(b, axis=1, keepdims=True).clip(1e-12)
-    return (a * b).sum(axis=1)

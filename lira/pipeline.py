@@ -5,8 +5,11 @@ Each stage writes under ``output_dir`` and, when it finishes, a marker
 Re-running the same config skips finished stages; changing a section re-runs the stage that
 reads it and every stage after it. A translate stage that left retryable failures (a
 translator or critic request that failed) records them as ``pending`` and runs again on the
-next ``lira run``, which redoes only those rows. An unreadable marker means "not done". Stage engines are imported lazily so the core package never
-imports ``arca``/``lasr`` at module level (data flows lira <- arca <- lasr).
+next ``lira run``, which redoes only those rows. An unreadable marker means "not done".
+
+:data:`STAGES` is the one list of stages: the ``lira`` subcommands that run a stage alone are
+built from it too. Engines are named ``"module:function"`` and imported when their stage runs,
+so ``lira --help`` starts without torch.
 """
 
 from __future__ import annotations
@@ -17,38 +20,75 @@ import json
 import logging
 import time
 from argparse import Namespace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from lira.checkpoint import write_json
-from lira.config import RunConfig, save_config, to_dict
+from lira.config import (
+    ArcaConfig,
+    BaselinesConfig,
+    EvalConfig,
+    LaSRConfig,
+    ReasonConfig,
+    RunConfig,
+    TranslationConfig,
+    save_config,
+    to_dict,
+)
 
 log = logging.getLogger(__name__)
 
-# stage -> (engine, config sections whose change invalidates the stage)
-ENGINES: dict[str, tuple[str, tuple[str, ...]]] = {
-    "translate": ("lira.translation.runner:run_translate", ("data", "translation")),
-    "arca": ("arca.trainer:run_arca", ("models", "arca")),
-    "lasr": ("lasr.trainer:run_lasr", ("lasr",)),
-    "baselines": ("lira.baselines.trainer:run_baselines", ("baselines",)),
-    "compare": ("evaluators.compare:run_compare", ("eval",)),
-    "reason": ("lira.reasoning.runner:run_reason", ("reason",)),
-}
-ORDER = list(ENGINES)
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of the main job and the ``lira`` subcommand that runs it alone."""
+
+    command: str
+    """The subcommand (``lira <command> CONFIG``)."""
+    engine: str
+    """``"module:function"`` taking ``(RunConfig, argparse.Namespace)``."""
+    sections: tuple[str, ...]
+    """Config sections whose change re-runs this stage (and every later one)."""
+    config: type
+    """The config section ``lira <command> --help`` documents."""
+    summary: str
+    """One line for ``--help``."""
+
+
+STAGES: dict[str, Stage] = {
+    "translate": Stage("translate", "lira.translation.runner:run_translate",
+                       ("data", "translation"), TranslationConfig,
+                       "fill the translation store with K candidates per source text and critic scores"),
+    "arca": Stage("arca", "arca.trainer:run_arca", ("models", "arca"), ArcaConfig,
+                  "train Arca (encoder g, Adaptor, Actor)"),
+    "lasr": Stage("lasr", "lasr.trainer:run_lasr", ("lasr",), LaSRConfig,
+                  "fine-tune LaSR (fusion head, gate and Arca's Adaptor) end to end"),
+    "baselines": Stage("baseline", "lira.baselines.trainer:run_baselines", ("baselines",),
+                       BaselinesConfig, "train the baselines of papers 000-003 on the same data"),
+    "compare": Stage("compare", "evaluators.compare:run_compare", ("eval",), EvalConfig,
+                     "evaluate the backbone, LiRA and every baseline on the same scenarios"),
+    "reason": Stage("reason", "lira.reasoning.runner:run_reason", ("reason",), ReasonConfig,
+                    "MGSM / X-CSQA accuracy through a frozen LLM fed [g(x); h(y)] (direct, "
+                    "translate-en, LiRA)"),
+}  # fmt: skip
+"""The stages of ``lira run``, in order."""
+ORDER = list(STAGES)
 
 
 def stage_fingerprint(cfg: RunConfig, stage: str) -> str:
     """Hash of every config section that ``stage`` and the stages before it read."""
     sections: list[str] = ["seed"]
     for name in ORDER[: ORDER.index(stage) + 1]:
-        sections += ENGINES[name][1]
+        sections += STAGES[name].sections
     data = to_dict(cfg)
     blob = json.dumps({k: data[k] for k in sections}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _engine(stage: str) -> Any:
-    module, func = ENGINES[stage][0].split(":")
+def load_engine(target: str) -> Any:
+    """The function a ``"module:function"`` engine name refers to."""
+    module, func = target.split(":")
     return getattr(importlib.import_module(module), func)
 
 
@@ -84,7 +124,7 @@ def run_pipeline(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any
                      done["pending"])  # fmt: skip
         log.info("stage %s: starting", stage)
         start = time.perf_counter()
-        result = _engine(stage)(cfg, args)
+        result = load_engine(STAGES[stage].engine)(cfg, args)
         seconds = round(time.perf_counter() - start, 1)
         pending = result.get("pending", 0) if isinstance(result, dict) else 0
         write_json(marker, {"stage": stage, "fingerprint": fingerprint, "seconds": seconds,

@@ -33,4 +33,9 @@ fi
 if [ "${1:-}" = "--dev" ] && ! .venv/bin/python -c "import mteb" 2>/dev/null; then
   "${PIP[@]}" -e ".[mteb]" || echo "[setup] mteb not installed (optional; pip install -e '.[mteb]')"
 fi
+# FAISS search for large corpora (the `faiss` extra, `eval.search: faiss`). Best effort with --dev:
+# without it those tests skip and `eval.search: faiss` says how to install it.
+if [ "${1:-}" = "--dev" ] && ! .venv/bin/python -c "import faiss" 2>/dev/null; then
+  "${PIP[@]}" -e ".[faiss]" || echo "[setup] faiss not installed (optional; pip install -e '.[faiss]')"
+fi
 echo "[setup] done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"

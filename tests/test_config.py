@@ -74,6 +74,7 @@ def test_int_is_accepted_for_float_but_not_bool_for_int():
         ("translation.pass_at_k=2", r"'translation.pass_at_k'.*pass@2 needs 2 LLM translators"),
         ("eval.scenarios=[en-en, xx]", r"'eval.scenarios'.*unknown"),
         ("baselines.methods=[clear, foo]", r"'baselines.methods'.*unknown"),
+        ("lasr.use_llm_critic=false", r"'lasr.use_llm_critic'.*moved to arca.use_llm_critic"),
     ],
 )
 def test_bad_values_name_the_key_and_the_fix(override, pattern):

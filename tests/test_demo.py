@@ -52,7 +52,9 @@ def test_backbone_loads_with_left_padding_and_eos(demo_cache):
     assert out.shape == (2, enc["input_ids"].shape[1], model.config.hidden_size)
 
 
-def test_qwen3_lm_chat_template_and_generate(demo_cache):
+def test_qwen3_lm_chat_template_and_greedy_generate_takes_the_argmax_token(demo_cache):
+    """Chat template framing, and greedy ``generate`` continues the prompt with the arg-max of
+    the model's next-token logits (so the weights, not only the shapes, drive generation)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     folder = Path(demo.resolve_model("demo:qwen3-lm", str(demo_cache)))
@@ -63,10 +65,11 @@ def test_qwen3_lm_chat_template_and_generate(demo_cache):
     assert prompt.startswith("<|im_start|>user\n") and prompt.endswith("<|im_start|>assistant\n")
     enc = tok(prompt, return_tensors="pt")
     out = model.generate(**enc, max_new_tokens=6, do_sample=False)
-    assert out.shape[1] > enc["input_ids"].shape[1]
-    assert isinstance(tok.decode(out[0, enc["input_ids"].shape[1] :]), str)
+    n = enc["input_ids"].shape[1]
+    assert out.shape[1] > n and torch.equal(out[0, :n], enc["input_ids"][0])
     logits = model(**enc).logits
-    assert logits.shape == (1, enc["input_ids"].shape[1], model.config.vocab_size)
+    assert logits.shape == (1, n, model.config.vocab_size)
+    assert int(out[0, n]) == int(logits[0, -1].argmax())
 
 
 def test_marian_translates_demo_questions(demo_cache):

@@ -29,12 +29,14 @@ L = λ1·log(B(1+K)) + λ2·log(B(1+M)) + λ3·0.
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lira.baselines.infonce import info_nce
+from lira.baselines.method import BaselineMethod, batch_examples, passages_with_negatives
 
 log = logging.getLogger(__name__)
 
@@ -171,3 +173,36 @@ class ClearLoss(nn.Module):
         t = self.terms(q_en, p_pos, p_hn, q_l, q_l_hn, ids, p_hn_ids, q_l_hn_ids)
         l1, l2, l3 = self.lambdas
         return l1 * t["nce_en"] + l2 * t["cl"] + l3 * t["kl"]
+
+
+class ClearMethod(BaselineMethod):
+    """``clear``: :class:`ClearLoss` on (q_en, p_en, p_en^-, q_l, q_l^-), with 5 hard negatives
+    sampled from ranks 30-100 of the initial model's retrieval, for passages (anchor q_en) and
+    for same-language target queries (anchor: the gold passage)."""
+
+    name = "clear"
+    recipe = "clear"
+    negatives = ("clear",)
+
+    def setup(self, trainer: Any) -> ClearLoss:
+        cfg = trainer.cfg
+        return ClearLoss(trainer.recipe.tau, tuple(cfg.clear_lambdas), reverse=cfg.clear_reverse)
+
+    def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
+        ex, ids = batch_examples(trainer, batch)
+        b, dev = len(ex), trainer.accelerator.device
+        m = min(len(e.q_hn) for e in ex)
+        p_pos, p_hn, p_hn_ids = passages_with_negatives(trainer, ex)
+        q_hn_ex = [[trainer.examples[j] for j in e.q_hn[:m]] for e in ex]
+        queries = (
+            [e.q_en for e in ex] + [e.q_tgt for e in ex] + [x.q_tgt for r in q_hn_ex for x in r]
+        )
+        q_all = trainer.encode(queries, "query")
+        q_en, q_l, q_hn = q_all[:b], q_all[b : 2 * b], q_all[2 * b :].view(b, m, q_all.shape[-1])
+        q_hn_ids = torch.tensor(
+            [[trainer.doc_index[x.pos_id] for x in r] for r in q_hn_ex], device=dev
+        ).view(b, m)
+        return trainer.objective(q_en, p_pos, p_hn, q_l, q_hn, ids, p_hn_ids, q_hn_ids)
+
+
+METHOD = ClearMethod()

@@ -15,9 +15,13 @@ own positive column.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+from lira.baselines.method import BaselineMethod, batch_examples, passages_with_negatives
 
 
 def candidate_logits(
@@ -101,3 +105,21 @@ class InfoNCELoss(nn.Module):
     ) -> Tensor:
         """The mean InfoNCE loss of the batch."""
         return info_nce(anchor, positive, negatives, self.tau, positive_ids, negative_ids)
+
+
+class InfoNCEMethod(BaselineMethod):
+    """``infonce`` (CLEAR's baseline, paper 000 §4.2): target query -> English gold sentence,
+    in-batch + the same mined hard negatives as CLEAR, CLEAR's recipe."""
+
+    name = "infonce"
+    recipe = "clear"
+    negatives = ("clear",)
+
+    def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
+        ex, ids = batch_examples(trainer, batch)
+        p_pos, p_hn, p_hn_ids = passages_with_negatives(trainer, ex)
+        q_l = trainer.encode([e.q_tgt for e in ex], "query")
+        return info_nce(q_l, p_pos, p_hn, trainer.recipe.tau, ids, p_hn_ids)
+
+
+METHOD = InfoNCEMethod()

@@ -24,10 +24,13 @@ language's own file (``XQuADR.gold_sentence``). L_JSD is taken on the passage pa
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor, nn
 
 from lira.baselines.infonce import info_nce
+from lira.baselines.method import BaselineMethod, batch_examples
 
 
 def jsd_distance(z_a: Tensor, z_b: Tensor, eps: float = 1e-8) -> Tensor:
@@ -88,3 +91,29 @@ class JSDInfoNCELoss(nn.Module):
             positive = p_en if self.psq else q_en
             loss = loss + info_nce(p_tgt, positive, None, self.tau, ids)
         return loss
+
+
+class JSDMethod(BaselineMethod):
+    """``jsd`` (paper 003): :class:`JSDInfoNCELoss` on (q_en, p_en, p_tgt), p_tgt the gold
+    sentence in the training language: L_JSD(p_en, p_tgt) + L_NCE(anchor p_tgt, positive q_en,
+    in-batch English queries); in-batch negatives only."""
+
+    name = "jsd"
+    recipe = "jsd"
+
+    def check(self, trainer: Any) -> None:
+        if not all(e.p_tgt for e in trainer.examples):
+            raise ValueError("method 'jsd' needs each example's target-language gold (p_tgt)")
+
+    def setup(self, trainer: Any) -> JSDInfoNCELoss:
+        return JSDInfoNCELoss(trainer.recipe.tau, trainer.cfg.jsd_weight, trainer.cfg.jsd_eps)
+
+    def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
+        ex, ids = batch_examples(trainer, batch)
+        b = len(ex)
+        p = trainer.encode([e.pos_text for e in ex] + [e.p_tgt for e in ex], "document")
+        q_en = trainer.encode([e.q_en for e in ex], "query")
+        return trainer.objective(p[:b], p[b:], q_en, ids)
+
+
+METHOD = JSDMethod()

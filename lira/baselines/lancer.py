@@ -21,13 +21,27 @@ its translations) to exactly one language, so no content appears in two language
 
 from __future__ import annotations
 
+import logging
 import random
 from collections.abc import Callable, Sequence
+from operator import attrgetter
+from typing import Any
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from lira.baselines.infonce import info_nce
+from lira.baselines.method import (
+    BaselineMethod,
+    batch_examples,
+    english_rows,
+    passages_with_negatives,
+)
 from lira.data.types import Record
+
+log = logging.getLogger(__name__)
+by_id = attrgetter("id")
 
 
 def correlation_penalty(x: Tensor, lang_ids: Tensor, n_langs: int, eps: float = 1e-8) -> Tensor:
@@ -101,13 +115,70 @@ def non_parallel_texts(
     return out
 
 
-def lancer_loss(
-    retrieval_loss: Tensor, x: Tensor, lang_ids: Tensor, n_langs: int, lam: float = 1.0
-) -> Tensor:
-    """L_R + λ·L_C (paper 002, §3): a retrieval loss plus the correlation penalty of x."""
-    return retrieval_loss + lam * correlation_penalty(x, lang_ids, n_langs)
-
-
 def language_index(langs: Sequence[str]) -> dict[str, int]:
     """The language -> column map used by the LANCER batches (sorted order)."""
     return {lang: i for i, lang in enumerate(sorted(set(langs)))}
+
+
+def lancer_texts(
+    dataset: Any, langs: list[str], examples: list[Any], seed: int
+) -> dict[str, list[str]]:
+    """Non-parallel passages per language for LANCER's L_C batches (paper 002 §4.1: mC4 text).
+
+    The training questions' gold sentences (``dataset``: XQuAD-R), grouped by the English gold
+    sentence (its translations are one group); each group is dealt to one language, so no
+    content is in two languages' pools.
+    """
+    records: dict[str, dict[tuple[str, str], Record]] = {lang: {} for lang in langs}
+    for qid in dict.fromkeys(e.qid for e in examples):
+        group = dataset.gold_sentence("en", qid).id
+        for lang in langs:
+            text = dataset.gold_sentence(lang, qid).text
+            records[lang].setdefault((group, text), Record(group, text, lang))
+    return non_parallel_texts({k: list(v.values()) for k, v in records.items()}, by_id, seed)
+
+
+class LancerMethod(BaselineMethod):
+    """``lancer`` (paper 002): English InfoNCE (q_en -> p_en, one row per question, with CLEAR's
+    mined passage negatives where the paper has MS MARCO's triples) + λ·L_C on a multilingual
+    batch of ``lancer_per_language`` non-parallel sentences per language (English + training
+    languages): the training questions' gold sentences, each parallel group dealt to one
+    language (:func:`lancer_texts`)."""
+
+    name = "lancer"
+    recipe = "lancer"
+    negatives = ("clear",)
+
+    def prepare(self, cfg: Any, examples: list[Any], corpus: list[Any], dataset: Any) -> dict:
+        if dataset is None:
+            raise ValueError("lancer needs XQuAD-R sentences for its non-parallel batches")
+        langs = sorted({"en", *(e.lang for e in examples)})
+        multilingual = lancer_texts(dataset, langs, examples, cfg.baselines.seed)
+        log.info("lancer texts per language: %s", {k: len(v) for k, v in multilingual.items()})
+        return {"multilingual": multilingual}
+
+    def check(self, trainer: Any) -> None:
+        if not trainer.multilingual:
+            raise ValueError("method 'lancer' needs multilingual texts for its L_C batches")
+
+    def rows(self, trainer: Any) -> list[int]:
+        return english_rows(trainer.examples)
+
+    def draw(self, trainer: Any, batch: dict[str, Any], rng: random.Random) -> None:
+        texts, lang_ids = stratified_language_batch(
+            trainer.multilingual, trainer.cfg.lancer_per_language, rng
+        )
+        batch["ml_texts"], batch["ml_ids"] = texts, torch.tensor(lang_ids)
+
+    def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
+        ex, ids = batch_examples(trainer, batch)
+        p_pos, p_hn, p_hn_ids = passages_with_negatives(trainer, ex)
+        q_en = trainer.encode([e.q_en for e in ex], "query")
+        l_r = info_nce(q_en, p_pos, p_hn, trainer.recipe.tau, ids, p_hn_ids)
+        x = trainer.encode(batch["ml_texts"], "document")  # [N, d]: passages, as mC4 in §4.1
+        dev = trainer.accelerator.device
+        pen = correlation_penalty(x, batch["ml_ids"].to(dev), len(trainer.multilingual))
+        return l_r + trainer.cfg.lancer_lambda * pen
+
+
+METHOD = LancerMethod()

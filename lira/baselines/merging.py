@@ -5,26 +5,37 @@
 Floating-point tensors are accumulated in fp32 and cast back to their own dtype (a model with
 weight 1 is returned bit-exactly; zero-weight terms are skipped). Integer and boolean buffers
 (position ids, counters) cannot be averaged: they are copied after checking they are equal in
-every checkpoint. Different key sets, shapes or architectures raise a clear error.
+every checkpoint. Different key sets, shapes or architectures, and weights that are not finite,
+negative or do not sum to 1, raise a :class:`~lira.errors.UserInputError` (the CLI prints one
+line, exits 1 and writes nothing).
 
 ``lira baseline-merge A B --weights 0.5 0.5 --out DIR`` calls :func:`merge_command`, which
 writes a loadable HF folder: config.json + model.safetensors + tokenizer files + the lira
 json of the first checkpoint.
+
+:data:`METHOD` is the ``merging`` baseline (its own training loop: one or two
+:data:`GIST` fine-tunes, then the average), :data:`GIST` the objective of each fine-tune.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
+import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
+from lira.baselines.composition import build_composition, gist_features, gist_loss
+from lira.baselines.method import BaselineMethod, english_rows
 from lira.checkpoint import atomic_dir
+from lira.errors import UserInputError
 
 log = logging.getLogger(__name__)
 
@@ -34,14 +45,18 @@ _WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json")
 
 def _check_weights(weights: Sequence[float] | None, n: int) -> list[float]:
     if n < 1:
-        raise ValueError("average_state_dicts needs at least one state dict")
+        raise UserInputError("average_state_dicts needs at least one state dict")
     if weights is None:
         return [1.0 / n] * n
     w = [float(x) for x in weights]
     if len(w) != n:
-        raise ValueError(f"got {len(w)} weights for {n} checkpoints; give one weight each")
-    if any(x < 0 for x in w) or abs(sum(w) - 1.0) > 1e-6:
-        raise ValueError(f"merging weights must be >= 0 and sum to 1, got {w}")
+        raise UserInputError(f"got {len(w)} weights for {n} checkpoints; give one weight each")
+    # NaN compares false with everything: test finiteness first, or NaN passes both checks
+    if not all(math.isfinite(x) for x in w) or any(x < 0 for x in w) or abs(sum(w) - 1) > 1e-6:
+        raise UserInputError(
+            f"merging weights must be finite numbers >= 0 that sum to 1, got {w} "
+            "(e.g. --weights 0.5 0.5)"
+        )
     return w
 
 
@@ -55,7 +70,7 @@ def average_state_dicts(
         if set(d) != set(keys):
             missing = sorted(set(keys) - set(d))[:5]
             extra = sorted(set(d) - set(keys))[:5]
-            raise ValueError(
+            raise UserInputError(
                 f"state dict {k} has different keys than state dict 0 (missing {missing}, "
                 f"extra {extra}): the checkpoints are not the same architecture"
             )
@@ -64,14 +79,14 @@ def average_state_dicts(
         ts = [d[name] for d in dicts]
         for k, t in enumerate(ts[1:], start=1):
             if t.shape != ts[0].shape:
-                raise ValueError(
+                raise UserInputError(
                     f"'{name}' has shape {tuple(t.shape)} in state dict {k} but "
                     f"{tuple(ts[0].shape)} in state dict 0: the checkpoints cannot be merged"
                 )
         if not ts[0].is_floating_point():
             for k, t in enumerate(ts[1:], start=1):
                 if not torch.equal(t, ts[0]):
-                    raise ValueError(
+                    raise UserInputError(
                         f"integer buffer '{name}' differs between state dict 0 and {k}; "
                         "integer tensors cannot be averaged"
                     )
@@ -111,14 +126,14 @@ def merge_command(
     """Average checkpoint folders into ``out`` (config, safetensors, tokenizer, lira json)."""
     paths = [Path(p) for p in checkpoints]
     if len(paths) < 2:
-        raise ValueError(f"merging needs two or more checkpoints, got {len(paths)}")
+        raise UserInputError(f"merging needs two or more checkpoints, got {len(paths)}")
+    w = _check_weights(weights, len(paths))  # before reading anything
     archs = [_architecture(p) for p in paths]
     for p, a in zip(paths[1:], archs[1:]):
         if a != archs[0]:
-            raise ValueError(
+            raise UserInputError(
                 f"cannot merge different architectures: {paths[0]} is {archs[0]} but {p} is {a}"
             )
-    w = _check_weights(weights, len(paths))
     merged = average_state_dicts([load_checkpoint_state(p) for p in paths], w)
     with atomic_dir(out) as tmp:
         for f in paths[0].iterdir():
@@ -135,3 +150,130 @@ def merge_command(
         )
     log.info("merged %s with weights %s into %s", [str(p) for p in paths], w, out)
     return Path(out)
+
+
+# ------------------------------------------------------------------------ the baseline method
+class GistMethod(BaselineMethod):
+    """``gist``: one fine-tune of paper 001's merging, sentence-transformers'
+    CachedGISTEmbedLoss on language-composition examples with a frozen guide model (the
+    trainer's ``composition`` and ``guide``); not selectable on its own."""
+
+    name = "gist"
+    recipe = "merging"
+
+    def check(self, trainer: Any) -> None:
+        if trainer.composition is None or trainer.guide is None:
+            raise ValueError("method 'gist' needs composition examples and a guide model")
+
+    def n_rows(self, trainer: Any) -> int:
+        return len(trainer.composition)
+
+    def setup(self, trainer: Any) -> Any:
+        bb = trainer.backbone
+        return gist_loss(trainer.model, trainer.guide, bb.tokenizer, bb.max_length,
+                         trainer.recipe.tau, trainer.cfg.merging_mini_batch)  # fmt: skip
+
+    def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
+        ex = [trainer.composition[i] for i in batch["rows"]]
+        k = min(len(e.negatives) for e in ex)
+        columns = [[e.query for e in ex], [e.positive for e in ex]]
+        columns += [[e.negatives[j] for e in ex] for j in range(k)]
+        kinds = ["query"] + ["document"] * (1 + k)
+        feats = gist_features(trainer.objective, columns, kinds, trainer.accelerator.device)
+        return trainer.objective(feats, None)
+
+
+class MergingMethod(BaselineMethod):
+    """``merging`` (paper 001): the D(l en en) fine-tune (every training language; App. B.2
+    negatives mined from ranks 50-300 with its filters; :class:`GistMethod` with the frozen
+    initial backbone as guide) weight-averaged with its partner, ``merging_partner``: the base
+    model (default; the paper merges a CLIR fine-tune with the best mono-lingual model, the
+    base model for 3 of its 4 backbones) or a D(en en en) fine-tune. Trained parts are kept
+    under ``merging-parts/``."""
+
+    name = "merging"
+    recipe = "merging"
+    negatives = ("composition",)
+    own_loop = True
+
+    def train(
+        self, cfg: Any, examples: list[Any], corpus: list[Any], dataset: Any, out: Path
+    ) -> dict[str, Any]:
+        from accelerate.utils import set_seed
+
+        from lira.baselines.trainer import (
+            ContrastiveTrainer,
+            baseline_fingerprint,
+            fixed_batches,
+            save_baseline,
+            train_stats,
+        )
+        from lira.data.types import ParallelData
+        from lira.models import load_backbone
+
+        t0 = time.perf_counter()
+        bc = cfg.baselines
+        langs = sorted({e.lang for e in examples})
+
+        def composition(rows: list[int], q_lang: str) -> list[Any]:
+            ex = [examples[i] for i in rows]
+            ids = [e.qid for e in ex]
+            q = ParallelData(ids, {q_lang: [e.q_en if q_lang == "en" else e.q_tgt for e in ex]})
+            p = ParallelData(ids, {"en": [e.pos_text for e in ex]})
+            negs = {"en": [[corpus[j].text for j in e.gist_hn] for e in ex]}
+            return build_composition(q, p, f"{q_lang}enen", negs)
+
+        # D(l en en): target queries of every training language; D(en en en): each question once
+        cross: list[Any] = []
+        for lang in langs:
+            cross += composition([i for i, e in enumerate(examples) if e.lang == lang], lang)
+        todo = [(f"{'+'.join(langs)}-en-en", cross)]
+        if bc.merging_partner == "mono":
+            todo.append(("en-en-en", composition(english_rows(examples), "en")))
+        guide = load_backbone(cfg.models).eval().requires_grad_(False)  # the frozen base model
+        parts: dict[str, Any] = {}
+        models, first = [], None
+        for name, comp in todo:
+            set_seed(bc.seed)
+            trainer = ContrastiveTrainer(
+                load_backbone(cfg.models), bc, "gist", examples, [], composition=comp, guide=guide
+            )
+            fixed = fixed_batches(trainer, bc.seed)
+            before = trainer.measure(fixed)
+            trainer.train()
+            model = trainer.finish()
+            after = trainer.measure(fixed)
+            part_dir = out.parent / "merging-parts" / name
+            save_baseline(model, part_dir, cfg.models, {"method": "gist", "composition": name})
+            parts[name] = train_stats(trainer, before, after, part_dir)
+            models.append(model)
+            first = first or (trainer, fixed)
+        assert first is not None
+        partner = models[1] if bc.merging_partner == "mono" else guide
+        merged_state = average_state_dicts(
+            [models[0].model.state_dict(), partner.model.state_dict()], bc.merging_weights
+        )
+        merged = models[0]  # the cross-lingual part's backbone now holds the merged weights
+        merged.model.load_state_dict(merged_state)
+        trainer, fixed = first
+        after = trainer.measure(fixed)
+        partner_name = "en-en-en" if bc.merging_partner == "mono" else "base"
+        save_baseline(merged, out, cfg.models, {
+            "method": "merging", "weights": bc.merging_weights, "parts": [todo[0][0], partner_name],
+        }, baseline_fingerprint(cfg, "merging"))  # fmt: skip
+        first_part = parts[todo[0][0]]
+        return {
+            "loss_before": first_part["loss_before"],
+            "loss_after": after,
+            "steps": first_part["steps"],
+            "recipe": first_part["recipe"],
+            "parts": parts,
+            "partner": partner_name,
+            "weights": list(bc.merging_weights),
+            "path": str(out),
+            "seconds": round(time.perf_counter() - t0, 2),
+        }
+
+
+GIST = GistMethod()
+METHOD = MergingMethod()

@@ -30,7 +30,10 @@ from pathlib import Path
 
 from lira.config import DataConfig
 from lira.data import demo_path
+from lira.data.beir import load_beir, load_hf_retrieval
 from lira.data.errors import DataError
+from lira.data.lazretrieval import load_lazretrieval, load_lazretrieval_split, split_folders
+from lira.data.sts import load_sts
 from lira.data.types import PairData, ParallelData, Record, RetrievalData
 from lira.data.xquad_r import XQuADR, load_xquad_r
 
@@ -217,7 +220,6 @@ def _released_retrieval(
 
 def _lazretrieval_splits(cfg: DataConfig) -> Splits:
     """The released train/test split when the folder has one, else a random split by query id."""
-    from lira.data.lazretrieval import load_lazretrieval, load_lazretrieval_split, split_folders
 
     folders = split_folders(cfg.path)
     if folders is None:
@@ -272,21 +274,15 @@ def load_splits(cfg: DataConfig) -> Splits:
     elif cfg.format == "lazretrieval":
         splits = _lazretrieval_splits(cfg)
     elif cfg.format == "beir":
-        from lira.data.beir import load_beir
-
         data = load_beir(cfg.path, lang=lang, drop_malformed=cfg.drop_malformed)
         splits = _split_retrieval(data, cfg)
     elif cfg.format == "hf":
-        from lira.data.beir import load_hf_retrieval
-
         data = load_hf_retrieval(cfg.path, lang=lang, drop_malformed=cfg.drop_malformed)
         splits = _split_retrieval(data, cfg)
     else:  # sts
         splits = Splits()
     sts = cfg.path if cfg.format == "sts" else cfg.sts_path
     if sts:
-        from lira.data.sts import load_sts
-
         pairs = load_sts(sts, lang=lang, drop_malformed=cfg.drop_malformed)
         if not pairs.scores:
             raise DataError(

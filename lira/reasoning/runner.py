@@ -23,11 +23,15 @@ from typing import Any
 
 from tqdm import tqdm
 
+from arca.model import load_arca
 from evaluators.bootstrap import bootstrap_ci
 from lira.config import RunConfig
+from lira.models import load_causal_lm
 from lira.reasoning.answers import extract_choice, extract_number, numbers_equal
 from lira.reasoning.data import ChoiceItem, MathItem, demo_reasoning_path, load_mgsm, load_xcsqa
 from lira.reasoning.soft_prompt import SoftPromptBuilder, VLLMSoftPromptGenerator, user_message
+from lira.translation.runner import fill_store, store_path
+from lira.translation.store import TranslationStore
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +71,6 @@ def is_correct(item: MathItem | ChoiceItem, generation: str) -> tuple[bool, Any]
 
 def selected_translations(cfg: RunConfig, texts: list[str], lang: str, arca: Any) -> list[str]:
     """The Arca-selected English candidate of each text (the pool fills missing ones online)."""
-    from lira.translation.runner import fill_store, store_path
-    from lira.translation.store import TranslationStore
 
     active = [t for t in cfg.translation.active_translators() if not t.train_only]
     if not active:
@@ -89,7 +91,6 @@ def selected_translations(cfg: RunConfig, texts: list[str], lang: str, arca: Any
 
 def run_reason(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
     """Engine of ``lira reason``: accuracy per task x language x mode -> <output_dir>/reason/."""
-    from lira.models import load_causal_lm
 
     rc = cfg.reason
     out = Path(cfg.output_dir) / "reason"
@@ -100,8 +101,6 @@ def run_reason(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
     needs_arca = any(m in ("soft_only", "both", "translate-en") for m in rc.modes)
     arca = None
     if needs_arca:
-        from arca.model import load_arca
-
         ckpt = Path(rc.arca_checkpoint or Path(cfg.output_dir) / "arca" / "final")
         if not ckpt.is_dir():
             raise FileNotFoundError(

@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 import torch
 
+from lira.translation.translators import vllm_engine
+
 Mode = Literal["direct", "translate-en", "soft_only", "both"]
 MODES: tuple[str, ...] = ("direct", "translate-en", "soft_only", "both")
 SOFT_OPEN, SOFT_CLOSE = "<source>", "</source>"
@@ -139,7 +141,6 @@ class VLLMSoftPromptGenerator:
     """
 
     def __init__(self, builder: SoftPromptBuilder, model: str, tensor_parallel_size: int = 1):
-        from lira.translation.translators import vllm_engine
 
         self.builder = builder
         self.llm = vllm_engine(model, tensor_parallel_size, enable_prompt_embeds=True)

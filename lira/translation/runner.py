@@ -14,10 +14,16 @@
    failed before (request error, no valid reply after ``critic.max_retries``);
 5. returns (and ``run_translate`` writes) ``translate_summary.json``.
 
-Two or more processes may fill one store at once (``lira translate`` twice, or shards): each
+Two or more processes may fill one store at once (``lira translate`` or one ``--shard`` twice): each
 chunk is leased in the store first (:meth:`TranslationStore.claim`), so no text is generated
 or scored twice; a process waits for texts leased by another one, and takes them over when
 that process dies, so every process returns with the store complete.
+
+Across nodes without a shared file system, ``lira translate CONFIG --shard i/n`` (or a
+launcher's ``RANK``/``WORLD_SIZE``) translates the sources of shard i only, chosen by a stable
+hash of each text, into its own store ``<store>.shard-<i>-of-<n>``; ``lira translate CONFIG
+--merge [STORE …]`` then copies every shard store into the configured one
+(:mod:`lira.translation.shards`, :func:`merge_shards`).
 
 Summary (per translator): ``generated``/``failed`` by this process (``retryable``: failures
 tried again on the next run), ``reused`` (already in the store), ``by_others`` (done by another
@@ -32,6 +38,7 @@ run; ``lira run`` re-runs the translate stage while it is not 0. Critic: ``score
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from argparse import Namespace
@@ -44,9 +51,19 @@ from tqdm.auto import tqdm
 from lira.checkpoint import write_json
 from lira.config import RunConfig, TranslationConfig, TranslatorConfig
 from lira.critic import build_critic, critic_id
+from lira.data.splits import load_splits
+from lira.data.xquad_r import plain_qid
 from lira.errors import MissingFileError, UserInputError
 from lira.prompts import language_name
 from lira.translation.cleanup import clean_translation
+from lira.translation.shards import (
+    Shard,
+    find_shard_stores,
+    missing_shards,
+    parse_shard,
+    shard_from_env,
+    shard_store_path,
+)
 from lira.translation.store import Row, TranslationStore, key_for
 from lira.translation.translators import Translation, build_translator
 
@@ -383,7 +400,6 @@ def xquad_references(splits: Any) -> list[tuple[str, str, str, str]]:
     original is a gold "translation". Only training sources get one: held-out queries must
     never see their English original.
     """
-    from lira.data.xquad_r import plain_qid
 
     ds = getattr(splits, "dataset", None)
     if ds is None or "en" not in ds.languages:
@@ -398,10 +414,13 @@ def xquad_references(splits: Any) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def _fill_references(cfg: RunConfig, splits: Any) -> int:
-    """Give every active ``reference`` translator XQuAD-R's English originals where missing."""
+def _fill_references(cfg: RunConfig, splits: Any, shard: Shard | None = None) -> int:
+    """Give every active ``reference`` translator XQuAD-R's English originals where missing
+    (those of ``shard``'s sources only, when given)."""
     refs = [t for t in cfg.translation.active_translators() if t.kind == "reference"]
     items = xquad_references(splits) if refs else []
+    if shard is not None:
+        items = [it for it in items if shard.contains(it[0], it[1])]
     if not items:
         return 0
     n = 0
@@ -418,11 +437,105 @@ def _fill_references(cfg: RunConfig, splits: Any) -> int:
     return n
 
 
-def run_translate(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
-    """``lira translate CONFIG [--import FILE --translator NAME]``; writes translate_summary.json."""
+def _shard_of_run(args: Namespace | None) -> Shard | None:
+    """``--shard i/n``; else, for ``lira translate`` only, a launcher's rank (RANK/WORLD_SIZE).
+
+    ``lira run`` never shards from the environment: its later stages read the main store.
+    """
+    spec = getattr(args, "shard", None)
+    if spec is not None:
+        shard = parse_shard(spec)
+    elif getattr(args, "command", None) == "translate":
+        shard = shard_from_env()
+        if shard is not None:
+            log.info("translating shard %s (from the launcher's rank; --shard overrides)", shard)
+    else:
+        return None
+    return shard if shard is not None and shard.count > 1 else None
+
+
+def merge_shards(cfg: RunConfig, paths: list[str] | None = None) -> dict[str, Any]:
+    """``lira translate CONFIG --merge [STORE …]``: copy shard stores into the configured store.
+
+    ``paths``: the shard stores to merge; none = every ``<store>.shard-<i>-of-<n>`` file next to
+    the configured store. Each store is merged in one transaction (same key -> one row, see
+    :meth:`TranslationStore.merge_from`), so an interrupted merge leaves whole stores merged and
+    merging again adds nothing twice. Prints a summary and writes translate_merge_summary.json.
+    """
+    main = store_path(cfg)
+    if paths:
+        shards = [Path(p) for p in paths]
+        for p in shards:
+            if not p.is_file():
+                hint = " (put key=value overrides before --merge)" if "=" in p.name else ""
+                raise MissingFileError(f"--merge: shard store {str(p)!r} does not exist{hint}")
+    else:
+        found = find_shard_stores(main)
+        if not found:
+            raise MissingFileError(
+                f"--merge: no shard stores next to {main} (expected "
+                f"{shard_store_path(main, Shard(0, 2)).name}, …); run `lira translate CONFIG "
+                "--shard I/N` first, or list the shard stores after --merge"
+            )
+        for s in missing_shards([s for s, _ in found]):
+            log.warning(
+                "--merge: shard %s (%s) is missing; its source texts will not be in %s",
+                s, shard_store_path(main, s).name, main,
+            )  # fmt: skip
+        shards = [p for _, p in found]
+    for p in shards:
+        if p.resolve() == main.resolve():
+            raise UserInputError(f"--merge: {p} is the configured store itself; list shard stores")
+    t0 = time.perf_counter()
+    per: dict[str, dict[str, int]] = {}
+    with TranslationStore(main, cfg.translation.commit_every) as store:
+        for p in shards:
+            with TranslationStore(p, cfg.translation.commit_every) as shard_store:
+                if busy := shard_store.live_leases():
+                    log.warning(
+                        "--merge: %s has %d live lease(s): a process may still be filling it; "
+                        "merge again when it has finished", p, busy,
+                    )  # fmt: skip
+                per[str(p)] = store.merge_from(shard_store)
+        rows = store.count()
+    total = {k: sum(s[k] for s in per.values()) for k in ("rows", "added", "duplicates",
+                                                          "conflicts", "replaced")}  # fmt: skip
+    summary: dict[str, Any] = {
+        "store": str(main), "shards": per, **total, "store_rows": rows,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }  # fmt: skip
+    print(f"merged {len(per)} shard store(s) into {main}:")
+    for p, s in per.items():
+        print(f"  {p}: {s['rows']} rows, {s['added']} added, {s['duplicates']} duplicates "
+              f"skipped, {s['conflicts']} conflicts ({s['replaced']} replaced)")  # fmt: skip
+    print(f"total: {total['rows']} rows read, {total['added']} added, {total['duplicates']} "
+          f"duplicates skipped, {total['conflicts']} conflicts ({total['replaced']} replaced); "
+          f"the store has {rows} rows")  # fmt: skip
+    if total["conflicts"]:
+        log.warning(
+            "--merge: %d key(s) differ between stores; kept one row each (ok over failed, "
+            "scored over unscored, then the earlier one)", total["conflicts"],
+        )  # fmt: skip
     out = Path(cfg.output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "translate_merge_summary.json", summary)
+    return summary
+
+
+def run_translate(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
+    """``lira translate CONFIG [--import FILE --translator NAME | --shard I/N | --merge [STORE …]]``;
+    writes translate_summary.json (``translate_summary.shard-<i>-of-<n>.json`` for a shard)."""
+    out = Path(cfg.output_dir)
     import_file = getattr(args, "import_file", None) if args is not None else None
+    merge = getattr(args, "merge", None) if args is not None else None
+    if merge is not None and (import_file or getattr(args, "shard", None) is not None):
+        raise UserInputError("--merge cannot be combined with --shard or --import; run it alone")
+    if import_file and getattr(args, "shard", None) is not None:
+        raise UserInputError("--import cannot be combined with --shard; import into one store")
+    shard = None if (merge is not None or import_file) else _shard_of_run(args)
+    out.mkdir(parents=True, exist_ok=True)
+    if merge is not None:
+        return merge_shards(cfg, list(merge))
     if import_file:
         name = getattr(args, "translator", None)
         if not Path(import_file).is_file():
@@ -445,12 +558,23 @@ def run_translate(cfg: RunConfig, args: Namespace | None = None) -> dict[str, An
         }
         print(f"imported {n} translations from {import_file} into {store_path(cfg)}")
         return summary
-    from lira.data.splits import load_splits
 
     splits = load_splits(cfg.data)
-    _fill_references(cfg, splits)
-    summary = fill_store(cfg, list(splits.train_sources) + list(splits.eval_sources))
-    write_json(out / "translate_summary.json", summary)
+    sources = list(splits.train_sources) + list(splits.eval_sources)
+    name = "translate_summary.json"
+    if shard is not None:
+        path = shard_store_path(store_path(cfg), shard)
+        tc = dataclasses.replace(cfg.translation, store=str(path))
+        cfg = dataclasses.replace(cfg, translation=tc)
+        n_all = len(sources)
+        sources = [s for s in sources if shard.contains(s.text, s.lang)]
+        name = f"translate_summary.shard-{shard.index}-of-{shard.count}.json"
+        log.info("shard %s: %d of %d source texts -> %s", shard, len(sources), n_all, path)
+    _fill_references(cfg, splits, shard)
+    summary = fill_store(cfg, sources)
+    if shard is not None:
+        summary["shard"] = str(shard)
+    write_json(out / name, summary)
     log.info(
         "translate: %d generated, %d reused, %d failed in %.1fs",
         summary["generated"], summary["reused"], summary["failed"], summary["seconds"],

@@ -20,6 +20,9 @@ are written (:meth:`TranslationStore.release`), when it expires (``lease_ttl_s``
 owner's last renewal: a live store renews its leases in a background thread), or at once when
 its owner was a process of this host that no longer runs (kill -9).
 
+Stores filled apart (``lira translate --shard i/n`` on several nodes) are combined with
+:meth:`TranslationStore.merge_from`: one transaction per merged store, same key -> one row.
+
 A file that is not a LiRA store (another program's SQLite database, a corrupt or truncated
 file, a newer schema) raises :class:`StoreError` naming the file and the fix; the file is
 never modified in that case.
@@ -551,6 +554,53 @@ class TranslationStore:
             q, args = q + " AND status = ?", [*args, status]
         return int(self.conn.execute(q, args).fetchone()[0])
 
+    # ------------------------------------------------------------------ merges
+    @_guard
+    def live_leases(self) -> int:
+        """Leases held by a live process (a process may still be filling this store)."""
+        now = time.time()
+        rows = self.conn.execute("SELECT owner, expires FROM leases").fetchall()
+        return sum(not self._stale(owner, expires, now) for owner, expires in rows)
+
+    @_guard
+    def merge_from(self, other: TranslationStore) -> dict[str, int]:
+        """Copy the rows of ``other`` (e.g. a shard store) into this store, in one transaction.
+
+        Rows are keyed by content (:func:`store_key`): a key absent here is ``added``; one with
+        the same content (timings and ``created`` aside) is a ``duplicate`` and skipped; one
+        whose content differs is a ``conflict`` and the preferred row is kept (:func:`_preferred`:
+        ok over failed, scored over unscored, then the earlier one, then a content order), so
+        the result does not depend on the merge order and merging again changes nothing
+        (``replaced`` counts conflicts the incoming row won). Leases are not copied.
+        """
+        stats = {"rows": 0, "added": 0, "duplicates": 0, "conflicts": 0, "replaced": 0}
+        cols = ", ".join(_COLUMNS)
+        insert = (
+            f"INSERT OR REPLACE INTO translations ({cols}) "
+            f"VALUES ({', '.join('?' * len(_COLUMNS))})"
+        )
+        with self._transaction():
+            cur = other.conn.execute(f"SELECT {cols} FROM translations ORDER BY key")
+            while batch := cur.fetchmany(500):
+                q = f"SELECT {cols} FROM translations WHERE key IN ({','.join('?' * len(batch))})"
+                here = {r[0]: r for r in self.conn.execute(q, [r[0] for r in batch])}
+                write = []
+                for r in batch:
+                    mine = here.get(r[0])
+                    if mine is None:
+                        stats["added"] += 1
+                        write.append(r)
+                    elif _content(mine) == _content(r):
+                        stats["duplicates"] += 1
+                    else:
+                        stats["conflicts"] += 1
+                        if _preferred(r) > _preferred(mine):
+                            stats["replaced"] += 1
+                            write.append(r)
+                stats["rows"] += len(batch)
+                self.conn.executemany(insert, write)
+        return stats
+
     # ------------------------------------------------------------------ imports
     def add_reference(
         self,
@@ -625,6 +675,27 @@ class TranslationStore:
 def reference_translator(name: str) -> TranslatorConfig:
     """A ``reference`` translator config (imported, never generated) named ``name``."""
     return TranslatorConfig(name=name, kind="reference", role="mt")
+
+
+_VOLATILE = {"created", "gen_seconds", "critic_seconds"}
+_CONTENT_IDX = [i for i, c in enumerate(_COLUMNS) if c not in _VOLATILE]
+
+
+def _content(row: Sequence[Any]) -> tuple:
+    """A full row (``_COLUMNS`` order) without its timings: what a merge compares."""
+    return tuple(row[i] for i in _CONTENT_IDX)
+
+
+def _preferred(row: Sequence[Any]) -> tuple:
+    """Sort key of a merge conflict; the larger row wins: ok, then scored, then earlier."""
+    r = dict(zip(_COLUMNS, row))
+    return (
+        r["status"] == "ok",
+        r["critic_status"] == "ok",
+        r["critic_status"] is not None,
+        -float(r["created"]),
+        json.dumps(_content(row), ensure_ascii=False, default=str),
+    )
 
 
 class _Tx:

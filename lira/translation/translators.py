@@ -7,9 +7,10 @@ rest of the batch goes on. The prompt is the paper's translation prompt
 (:mod:`lira.prompts`, App. C.2) for LLMs; seq2seq MT models get the bare source with their
 source/target language codes (``lang_codes``: NLLB ``deu_Latn``, M2M100 ``de``).
 
-Decisions: the vLLM engine is cached per (model, tensor-parallel size) so a translator and a
-critic on the same model share one engine; vLLM sizing for small machines comes from the
-``LIRA_VLLM_*`` environment variables (see :func:`vllm_engine`).
+Decisions: the vLLM engine is cached per (model, tensor-parallel size, engine options) so a
+translator and a critic on the same model share one engine; vLLM sizing for small machines
+comes from the ``LIRA_VLLM_*`` environment variables, which a translator's ``engine_kwargs``
+override (see :func:`vllm_engine`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lira.config import TranslatorConfig
+from lira.demo import resolve_model
 from lira.errors import MissingFileError
 from lira.prompts import translation_prompt
 
@@ -56,8 +58,6 @@ def resolve(ref: str) -> str:
     exist raises MissingFileError naming it (instead of a hub lookup of a path).
     """
     if ref.startswith("demo:"):
-        from lira.demo import resolve_model
-
         return resolve_model(ref, os.environ.get("LIRA_CACHE", ""))
     if ref.startswith(("/", "./", "../", "~")) and not os.path.exists(os.path.expanduser(ref)):
         raise MissingFileError(
@@ -67,8 +67,10 @@ def resolve(ref: str) -> str:
     return os.path.expanduser(ref) if ref.startswith("~") else ref
 
 
-def torch_dtype(device: str) -> Any:
-    """float32 on CPU (bf16 matmuls are slow there), the checkpoint's own dtype on GPU."""
+def _default_dtype_for(device: str) -> Any:
+    """The ``dtype`` to load a translator/critic with on ``device``: float32 on CPU (bf16 matmuls
+    are slow there), the checkpoint's own dtype (``"auto"``) on GPU. Not
+    ``lira.models.torch_dtype``, which maps a configured dtype name to a torch dtype."""
     import torch
 
     return torch.float32 if device == "cpu" else "auto"
@@ -94,6 +96,17 @@ def _per_item(fn: Callable[[list[str]], list[str]], texts: list[str]) -> list[Tr
 
 
 # ------------------------------------------------------------------------------ transformers
+def peft_base(path: str) -> str | None:
+    """The base model of a peft adapter folder (``adapter_config.json``, no ``config.json``),
+    e.g. an unmerged ``lira tune-translator`` output; None for any other reference. Such a
+    folder loads with ``AutoModelForCausalLM.from_pretrained`` (base + adapter)."""
+    adapter = os.path.join(path, "adapter_config.json")
+    if not os.path.isfile(adapter) or os.path.isfile(os.path.join(path, "config.json")):
+        return None
+    with open(adapter, encoding="utf-8") as f:
+        return json.load(f).get("base_model_name_or_path") or None
+
+
 class TransformersTranslator:
     """Local ``generate``: seq2seq MT (Marian, M2M100, NLLB) or a causal LM with chat template."""
 
@@ -104,8 +117,8 @@ class TransformersTranslator:
         self.cfg = cfg
         self.path = resolve(cfg.model)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
-        self.dtype = torch_dtype(self.device)
-        config = AutoConfig.from_pretrained(self.path)
+        self.dtype = _default_dtype_for(self.device)
+        config = AutoConfig.from_pretrained(peft_base(self.path) or self.path)
         self.seq2seq = bool(getattr(config, "is_encoder_decoder", False))
         self.tokenizer = AutoTokenizer.from_pretrained(self.path)
         if self.seq2seq:
@@ -223,24 +236,24 @@ def vllm_engine(model: str, tensor_parallel_size: int = 1, **options: Any) -> An
     ``LIRA_VLLM_MAX_MODEL_LEN`` (default 2048), ``LIRA_VLLM_MAX_NUM_SEQS`` (default 64),
     ``LIRA_VLLM_ENFORCE_EAGER`` (default 0), ``LIRA_VLLM_DTYPE`` (default auto),
     ``LIRA_VLLM_GPU_MEMORY_UTILIZATION`` (default 0.85). ``options`` go to ``vllm.LLM`` as they
-    are (e.g. ``enable_prompt_embeds=True``) and are part of the cache key.
+    are (e.g. ``enable_prompt_embeds=True``, a translator's ``engine_kwargs``), override those
+    defaults, and are part of the cache key.
     """
     path = resolve(model)
-    key = (path, tensor_parallel_size, *sorted(options.items()))
+    key = (path, tensor_parallel_size, json.dumps(options, sort_keys=True, default=repr))
     if key not in _ENGINES:
         from vllm import LLM
 
         env = os.environ.get
-        _ENGINES[key] = LLM(
-            model=path,
-            tensor_parallel_size=tensor_parallel_size,
-            dtype=env("LIRA_VLLM_DTYPE", "auto"),
-            max_model_len=int(env("LIRA_VLLM_MAX_MODEL_LEN", "2048")),
-            max_num_seqs=int(env("LIRA_VLLM_MAX_NUM_SEQS", "64")),
-            enforce_eager=env("LIRA_VLLM_ENFORCE_EAGER", "0") == "1",
-            gpu_memory_utilization=float(env("LIRA_VLLM_GPU_MEMORY_UTILIZATION", "0.85")),
-            **options,
-        )
+        kwargs: dict[str, Any] = {
+            "dtype": env("LIRA_VLLM_DTYPE", "auto"),
+            "max_model_len": int(env("LIRA_VLLM_MAX_MODEL_LEN", "2048")),
+            "max_num_seqs": int(env("LIRA_VLLM_MAX_NUM_SEQS", "64")),
+            "enforce_eager": env("LIRA_VLLM_ENFORCE_EAGER", "0") == "1",
+            "gpu_memory_utilization": float(env("LIRA_VLLM_GPU_MEMORY_UTILIZATION", "0.85")),
+        }
+        kwargs.update(options)
+        _ENGINES[key] = LLM(model=path, tensor_parallel_size=tensor_parallel_size, **kwargs)
     return _ENGINES[key]
 
 
@@ -249,7 +262,7 @@ class VLLMTranslator:
 
     def __init__(self, cfg: TranslatorConfig) -> None:
         self.cfg = cfg
-        self.llm = vllm_engine(cfg.model, cfg.tensor_parallel_size)
+        self.llm = vllm_engine(cfg.model, cfg.tensor_parallel_size, **cfg.engine_kwargs)
 
     def _generate(self, texts: list[str], lang: str) -> list[str]:
         from vllm import SamplingParams

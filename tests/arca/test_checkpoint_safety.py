@@ -5,37 +5,25 @@ checkpoints, and log.jsonl has each step once after a resume."""
 from __future__ import annotations
 
 import json
-import pickle
 
 import pytest
 import torch
 
 from arca.trainer import ArcaTrainer
-from lira.baselines.trainer import FINGERPRINT_FILE, read_fingerprint
-from lira.checkpoint import CheckpointError, latest_checkpoint, step_dirs, write_manifest
+from lira.checkpoint import (
+    FINGERPRINT_FILE,
+    CheckpointError,
+    latest_checkpoint,
+    read_fingerprint,
+    step_dirs,
+)
 from lira.config import ArcaConfig
 from lira.errors import LiRAError
+from tests.pickles import plant_pickles
 
 from .conftest import make_items
 
 pytestmark = pytest.mark.slow
-
-
-class _Payload:
-    """Unpickling this writes a marker file (what a planted checkpoint would do with os.system)."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (exec, (f"open({self.marker!r}, 'w').write('pwned')",))
-
-
-def plant_pickles(folder, marker) -> None:
-    """Legacy-named pickle files in a checkpoint folder (manifest updated, so it looks whole)."""
-    for name in ("trainer_state.pt", "rng.pt"):
-        (folder / name).write_bytes(pickle.dumps(_Payload(marker)))
-    write_manifest(folder)
 
 
 def _weights(model):

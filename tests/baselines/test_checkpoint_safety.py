@@ -13,14 +13,13 @@ import torch
 from safetensors.torch import load_file
 
 from lira.baselines.trainer import (
-    FINGERPRINT_FILE,
     ContrastiveTrainer,
     _splits,
     build_examples,
     run_baselines,
     save_baseline,
 )
-from lira.checkpoint import CheckpointError
+from lira.checkpoint import FINGERPRINT_FILE, CheckpointError
 from lira.config import BaselinesConfig, DataConfig, RunConfig
 
 pytestmark = pytest.mark.slow

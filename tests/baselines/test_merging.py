@@ -113,3 +113,29 @@ def test_merge_different_architectures_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="shape"):
         merge_command([tmp_path / "a", tmp_path / "wide"], None, tmp_path / "m")
     assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize(
+    "weights", [["nan", "1"], ["inf", "1"], ["-1", "2"], ["0.3", "0.3"], ["1"]]
+)
+def test_merge_command_rejects_bad_weights_in_one_line(tmp_path, capsys, weights):
+    """NaN, inf, negative, not summing to 1, or one weight for two checkpoints: one line on
+    stderr, exit 1, no traceback and no output folder (issue 18)."""
+    _bert(0, tmp_path / "a")
+    _bert(1, tmp_path / "b")
+    out = tmp_path / "m"
+    argv = ["baseline-merge", str(tmp_path / "a"), str(tmp_path / "b"), "--weights", *weights]
+    capsys.readouterr()  # the fixture models' save messages
+    assert main([*argv, "--out", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("lira: ") and "\n" not in err and "Traceback" not in err, err
+    assert "weight" in err
+    assert not out.exists() and not list(tmp_path.glob(".m.*"))
+
+
+def test_config_merging_weights_must_be_finite_and_non_negative():
+    from lira.config import BaselinesConfig, ConfigError
+
+    for bad in ([float("nan"), 1.0], [-1.0, 2.0], [float("inf"), 1.0]):
+        with pytest.raises(ConfigError, match="merging_weights"):
+            BaselinesConfig(merging_weights=bad)

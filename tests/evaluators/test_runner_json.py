@@ -30,7 +30,7 @@ def test_results_json_has_null_not_nan(tmp_path, tfidf, monkeypatch):
     cfg = RunConfig(
         output_dir=str(tmp_path),
         data=DataConfig(train_languages=["de"], eval_languages=["de"], max_eval_queries=5),
-        eval=EvalConfig(scenarios=["en-en", "lang-en"], bootstrap=0, plots=False,
+        eval=EvalConfig(scenarios=["en-en", "lang-en"], bootstrap=0,
                         diagnostics=False),
     )  # fmt: skip
     rows = runner.run_eval(cfg)

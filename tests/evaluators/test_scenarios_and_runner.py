@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
@@ -142,7 +143,7 @@ def test_language_id_probe_and_lancer_penalty():
         language_id_accuracy(same, ["de"] * 120)
 
 
-def test_diagnostics_statistics_and_lipschitz():
+def test_summary_stats_and_rkhs_c():
     s = summary_stats([1, 2, 3, 4, 100])
     assert s["max"] == 100 and s["median"] == 3 and s["count"] == 5
     # population std: squared deviations from 22 sum to 441+400+361+324+6084 = 7610
@@ -150,14 +151,42 @@ def test_diagnostics_statistics_and_lipschitz():
     assert s["p90"] == pytest.approx(4 + 0.6 * 96)  # linear interpolation at 0.9 * 4 = 3.6
     c = rkhs_c_stats(np.array([[3.0, 4.0], [0.0, 1.0]]))
     assert c["max"] == 5.0 and c["mean"] == 3.0
-    texts = ["the cat sat on the mat", "a dog ran in the park", "rain fell all day long"]
 
-    def embed(batch):
-        return np.array([[len(t), t.count(" "), sum(map(ord, t)) % 97] for t in batch], dtype=float)
 
-    def twice(batch):
-        return 2.0 * embed(batch)
+def test_local_lipschitz_is_def2_max_over_corpus_neighbours_per_levenshtein():
+    """Def. 2 / Eq. 21-23 with App. A's ratio: L_loc(y; δ) = max over corpus sentences y' with
+    0 < d_tok(y, y') <= δ of ||f(y) - f(y')|| / Lev(y, y') (character Levenshtein), in %."""
+    texts = ["the cat sat", "the cat ran", "the cat sat down", "rain fell all day long"]
 
-    lip = local_lipschitz(texts, twice, embed, deltas=(1, 3))  # f = 2 z -> ratio 200 %
-    assert lip[1]["median"] == pytest.approx(200.0) and set(lip) == {1, 3}
-    assert lip[3]["max"] == pytest.approx(200.0)  # ||f(y) - f(y')|| / ||z(y) - z(y')||, not z/f
+    def f(batch):  # (length, number of t's)
+        return np.array([[len(t), t.count("t")] for t in batch], dtype=float)
+
+    # f: (11, 3), (11, 2), (16, 3), (22, 0). Pairs within 2 token edits:
+    # 0-1: d_tok 1, ||(0, 1)|| = 1,       Lev("sat" -> "ran") = 2          -> 0.5
+    # 0-2: d_tok 1, ||(5, 0)|| = 5,       Lev(+" down") = 5                -> 1.0
+    # 1-2: d_tok 2, ||(5, 1)|| = sqrt 26, Lev(r->s, a, +"t dow", n) = 6    -> sqrt(26)/6
+    # sentence 3 is >= 4 token edits from every other one: no neighbour, not counted
+    lip = local_lipschitz(texts, f, deltas=(1, 2), perturbations=0)
+    assert set(lip) == {1, 2}
+    one = [100.0, 50.0, 100.0]  # max over neighbours: y0 max(0.5, 1.0), y1 0.5, y2 1.0
+    two = [100.0, 100 * math.sqrt(26) / 6, 100.0]
+    for got, want in ((lip[1], one), (lip[2], two)):
+        assert got["count"] == 3
+        assert got["mean"] == pytest.approx(sum(want) / 3)
+        assert got["median"] == pytest.approx(sorted(want)[1])
+        assert got["max"] == pytest.approx(max(want))
+        assert got["std"] == pytest.approx(float(np.std(want)))
+    assert local_lipschitz(texts[2:], f, deltas=(1,), perturbations=0)[1]["count"] == 0
+
+
+def test_local_lipschitz_perturbed_neighbours_use_the_same_ratio():
+    """App. A's perturbed versions s' join N_δ(y): with f = text length, |len(y) - len(y')| <=
+    Lev(y, y'), so every ratio is at most 100 % and perturbations give every y a neighbour."""
+    texts = ["rain fell all day long", "a dog ran in the park today"]
+
+    def length(batch):
+        return np.array([[float(len(t))] for t in batch])
+
+    lip = local_lipschitz(texts, length, deltas=(1, 3), perturbations=4, seed=3)
+    for stats_d in lip.values():
+        assert stats_d["count"] == 2 and 0.0 <= stats_d["max"] <= 100.0

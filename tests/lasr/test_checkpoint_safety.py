@@ -5,35 +5,17 @@ a previous run's checkpoints, and a NaN loss or gradient never reaching the weig
 from __future__ import annotations
 
 import dataclasses
-import pickle
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 from lasr.trainer import LaSRTrainer
-from lira.checkpoint import CheckpointError, load_state, step_dirs, write_manifest
+from lira.checkpoint import CheckpointError, load_state, step_dirs
 from lira.config import LaSRConfig
+from tests.pickles import plant_pickles
 
 from .test_trainer import SMALL, _fresh, _subset, demo  # noqa: F401  (demo is a fixture)
-
-
-class _Payload:
-    """Unpickling this writes a marker file (what a planted checkpoint would do with os.system)."""
-
-    def __init__(self, marker):
-        self.marker = str(marker)
-
-    def __reduce__(self):
-        return (exec, (f"open({self.marker!r}, 'w').write('pwned')",))
-
-
-def plant_pickles(folder, marker) -> None:
-    """Legacy-named pickle files in a checkpoint folder (manifest updated, so it looks whole)."""
-    for name in ("trainer_state.pt", "rng.pt"):
-        (folder / name).write_bytes(pickle.dumps(_Payload(marker)))
-    write_manifest(folder)
-
 
 pytestmark = pytest.mark.slow
 
@@ -44,7 +26,7 @@ def _cfg(**kw) -> LaSRConfig:
 
 def _trainer(demo, out, cfg):  # noqa: F811
     model, train, _, _, adaptor = demo
-    return LaSRTrainer(_fresh(model, cfg, adaptor), cfg, out, retrieval=_subset(train, 16))
+    return LaSRTrainer(cfg, _fresh(model, cfg, adaptor), out, retrieval=_subset(train, 16))
 
 
 def _finite(tensors) -> bool:

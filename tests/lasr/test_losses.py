@@ -126,6 +126,29 @@ def test_safe_negative_gate_and_regularisers():
     assert abs(float(with_r - base) - (mean**2 + abs(var - 0.15))) < 1e-6
 
 
+def test_safe_negative_gate_hand_computation_eq41():
+    """Eq. 40-41: θ = s_+ − δ and w_j = σ((θ − s_j)/β) for negatives (1 for the positive): a
+    near negative (s_j ≥ θ) gets w ≈ 0, a far one w ≈ 1, applied to its soft-rank term."""
+    s = torch.tensor([[0.9, 0.88, 0.0, -0.3]])
+    y = torch.tensor([[1, 0, 0, 0]])
+    tau, tau_k, k, delta, beta = 0.05, 0.5, 10, 0.2, 0.03
+    theta = 0.9 - delta
+    sig = torch.sigmoid
+    w = [sig(torch.tensor((theta - float(s[0, j])) / beta)) for j in (1, 2, 3)]
+    assert float(w[0]) < 0.01 and float(w[1]) > 0.99 and float(w[2]) > 0.99
+    r0 = 1 + sum(w[i] * sig((s[0, j] - s[0, 0]) / tau) for i, j in enumerate((1, 2, 3)))
+    want = 1 - (1 / torch.log2(1 + r0)) * sig((k + 0.5 - r0) / tau_k)  # IDCG of one positive = 1
+    got = soft_ndcg_loss(
+        s, y, k=k, tau=tau, tau_k=tau_k, delta=delta, beta=beta, safe_negatives=True
+    )
+    assert torch.allclose(got, want, atol=1e-6)
+    # far negatives only (all below θ): the gate keeps them at (almost) full weight
+    far = torch.tensor([[0.9, 0.3, 0.0, -0.3]])
+    gated = soft_ndcg_loss(far, y, k=k, tau=tau, tau_k=tau_k, delta=delta, beta=beta)
+    plain = soft_ndcg_loss(far, y, k=k, tau=tau, tau_k=tau_k, safe_negatives=False)
+    assert torch.allclose(gated, plain, atol=1e-6)
+
+
 def test_soft_ndcg_mask_ignores_padding_and_errors():
     s = torch.tensor([[0.9, 0.1, 0.95]])
     y = torch.tensor([[1, 0, 0]])

@@ -29,6 +29,25 @@ def test_corr_queue_fifo_cap_warmup_and_detach():
     assert fresh.gold.tolist() == q.gold.tolist()
 
 
+def test_corr_queue_keeps_pred_aligned_with_gold():
+    """Each queued prediction stays next to its own label through overflow, concat and resume:
+    pred = gold + 100 in every batch, so any misalignment breaks pred − gold = 100."""
+    q = CorrQueue(max_size=4)
+    for start in (0.0, 3.0, 6.0):
+        gold = torch.arange(start, start + 3)
+        q.push(gold + 100, gold)
+    assert q.gold.tolist() == [5.0, 6.0, 7.0, 8.0]
+    assert q.pred.tolist() == [105.0, 106.0, 107.0, 108.0]
+    p, t = q.concat(torch.tensor([150.0]), torch.tensor([50.0]))
+    assert (p - t).tolist() == [100.0] * 5
+    fresh = CorrQueue(4)
+    fresh.load_state_dict(q.state_dict())
+    assert fresh.pred.tolist() == q.pred.tolist() and fresh.gold.tolist() == q.gold.tolist()
+    empty = CorrQueue(0)
+    empty.push(torch.tensor([1.0]), torch.tensor([0.0]))
+    assert len(empty) == 0 and empty.gold.numel() == 0
+
+
 def test_corr_queue_gradient_only_through_batch():
     q = CorrQueue(10)
     q.push(torch.tensor([0.5, -0.5]), torch.tensor([1.0, 0.0]))

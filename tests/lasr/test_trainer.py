@@ -11,14 +11,15 @@ from argparse import Namespace
 import pytest
 import torch
 
+from lasr.model import LiRAModel
 from lasr.trainer import LaSRTrainer, run_lasr
 from lira.checkpoint import latest_checkpoint
 from lira.config import DataConfig, LaSRConfig, RunConfig, TranslationConfig
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
 from lira.data.xquad_r import plain_qid
-from lira.model import LiRAModel
-from lira.translation.store import TranslationStore, reference_translator
+from lira.translation.store import TranslationStore, key_for, reference_translator
+from lira.translation.types import NEUTRAL_SCORE
 
 pytestmark = pytest.mark.slow
 
@@ -83,7 +84,7 @@ SMALL = dict(
 def test_retrieval_task_beats_arca_only_on_held_out(demo):
     model, train, held, tmp, adaptor = demo
     cfg = LaSRConfig(steps=100, lr=5e-5, **SMALL)
-    tr = LaSRTrainer(_fresh(model, cfg, adaptor), cfg, tmp / "r", retrieval=train)
+    tr = LaSRTrainer(cfg, _fresh(model, cfg, adaptor), tmp / "r", retrieval=train)
     before = tr.evaluate(held)["retrieval"]
     tr.train()
     after = tr.evaluate(held)["retrieval"]
@@ -99,7 +100,7 @@ def test_rank_task_raises_held_out_pearson(demo):
     # the sentences are given as language "xx" (unknown): an English *query* is embedded by the
     # backbone alone (gate r = 0), so only the foreign side's E_lr would enter the pair score
     pairs = _pairs(train, lang2="xx")
-    tr = LaSRTrainer(_fresh(model, cfg, adaptor), cfg, tmp / "p", pairs=pairs)
+    tr = LaSRTrainer(cfg, _fresh(model, cfg, adaptor), tmp / "p", pairs=pairs)
     hp = _pairs(held, seed=1, lang2="xx")
     before = tr.evaluate(pairs=hp)["rank"]
     tr.train()
@@ -118,32 +119,54 @@ def test_rank_task_raises_held_out_pearson(demo):
         "use_queue",
     ],
 )
-def test_each_ablation_trains_and_evaluates(demo, flag):
+def test_each_ablation_trains_evaluates_and_masks_what_it_removes(demo, flag):
+    """Every Table 5 ablation trains and evaluates, and changes the gate features it should:
+    no LLM critic -> the chosen candidate's critic scores read neutral 5.5 (not the stored
+    ones), no embedding critic -> its sim reads 0, no translations -> nothing translated.
+    The critic switches are Arca's (``arca.use_*``: the Actor was trained without them)."""
     model, train, held, tmp, adaptor = demo
-    cfg = LaSRConfig(steps=4, lr=1e-4, corr_min=8, **{**SMALL, "batch_size": 8}, **{flag: False})
+    arca_flag = flag in ("use_llm_critic", "use_embedding_critic")
+    lasr_off = {} if arca_flag else {flag: False}
+    cfg = LaSRConfig(steps=4, lr=1e-4, corr_min=8, **{**SMALL, "batch_size": 8}, **lasr_off)
+    arca_cfg = model.arca.arca_cfg
     small, small_held = _subset(train, 24), _subset(held, 8)
     # two stored candidates per question, so the Actor (and its critic ablations) selects
     refs = [reference_translator("ref-a"), reference_translator("ref-b")]
     store = TranslationStore(tmp / f"{flag}.sqlite")
+    critic = [(9, 8, 7), (2, 3, 4)]  # stored critic scores of ref-a and ref-b
+    qs = small.queries + small_held.queries
     for k, ref in enumerate(refs):
-        qs = small.queries + small_held.queries
         store.add_reference(ref, [(q.text, q.lang, f"{q.text} ({k})", q.id) for q in qs])
+        store.write_scores([
+            (key_for(q.text, q.lang, ref),
+             dict(zip(("semantic", "emotional", "pragmatic"), critic[k]), critic_status="ok"))
+            for q in qs
+        ])  # fmt: skip
     model.store = store
     model.translation_cfg = TranslationConfig(mt_translators=refs, num_candidates=2)
+    if arca_flag:
+        model.arca.arca_cfg = dataclasses.replace(arca_cfg, **{flag: False})
     try:
         model._memo.clear()  # streams of another selection setting
         fresh = _fresh(model, cfg, adaptor)
-        tr = LaSRTrainer(fresh, cfg, tmp / flag, retrieval=small, pairs=_pairs(small))
+        tr = LaSRTrainer(cfg, fresh, tmp / flag, retrieval=small, pairs=_pairs(small))
         assert tr.task == "both"
         hist = tr.train()
         out = tr.evaluate(small_held, _pairs(small_held))
         picked, _, _ = model.english_texts([small.queries[0].text], ["de"])
+        gate = model.streams([small.queries[0].text], ["de"]).feats[0]  # [8]
     finally:
         model.store, model.translation_cfg = None, TranslationConfig()
+        model.arca.arca_cfg = arca_cfg
         model._memo.clear()
         store.close()
     translated = picked[0] != small.queries[0].text
-    assert translated == (flag != "use_translations")
+    assert translated == (flag != "use_translations") and gate[3] == float(translated)
+    stored = critic[int(picked[0].endswith("(1)"))] if translated else (NEUTRAL_SCORE,) * 3
+    neutral = flag in ("use_llm_critic", "use_translations")
+    want = torch.tensor((NEUTRAL_SCORE,) * 3 if neutral else stored) / 10
+    torch.testing.assert_close(gate[4:7], want)
+    assert (gate[7] == 0) == (flag in ("use_embedding_critic", "use_translations"))
     assert len(hist) == 4 and all(torch.isfinite(torch.tensor(h["retrieval"])) for h in hist)
     assert 0 <= out["retrieval"]["ndcg@10"] <= 1 and -1 <= out["rank"]["pearson"] <= 1
     if flag == "use_queue":
@@ -159,21 +182,21 @@ def test_resume_is_exact(demo):
     cfg = LaSRConfig(
         steps=6, lr=1e-3, dropout=0.1, corr_min=8, **{**SMALL, "batch_size": 8, "save_every": 3}
     )
-    a = LaSRTrainer(_fresh(model, cfg, adaptor), cfg, tmp / "resume", retrieval=small, pairs=pairs)
+    a = LaSRTrainer(cfg, _fresh(model, cfg, adaptor), tmp / "resume", retrieval=small, pairs=pairs)
     a.train()
     want = {k: v.clone() for k, v in a.net.state_dict().items()}
     last = latest_checkpoint(tmp / "resume" / "lasr")
     assert last is not None and last.name == "step-00000006"
     shutil.rmtree(last)
     b = LaSRTrainer(
-        _fresh(model, dataclasses.replace(cfg, seed=5), adaptor),
         cfg,
+        _fresh(model, dataclasses.replace(cfg, seed=5), adaptor),
         tmp / "resume",
         retrieval=small,
         pairs=pairs,
     )
-    assert b.resume() and b.step == 3
-    b.train()
+    b.train(resume=True)  # the trainer contract: continue from step-00000003
+    assert b.step == 6
     for k, v in b.net.state_dict().items():
         assert torch.equal(v, want[k]), k
 
@@ -184,7 +207,7 @@ def test_end_to_end_lasr_trains_the_adaptor(demo, train_adaptor):
     lasr.train_adaptor and stay exactly as Arca left them without it."""
     model, train, _, tmp, adaptor = demo
     cfg = LaSRConfig(steps=5, lr=1e-3, adaptor_lr=1e-3, train_adaptor=train_adaptor, **SMALL)
-    tr = LaSRTrainer(_fresh(model, cfg, adaptor), cfg, tmp / f"e2e{train_adaptor}",
+    tr = LaSRTrainer(cfg, _fresh(model, cfg, adaptor), tmp / f"e2e{train_adaptor}",
                      retrieval=_subset(train, 32))  # fmt: skip
     tr.train()
     tr.finalize()

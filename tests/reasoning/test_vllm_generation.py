@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-from vllm_support import VLLM_MARKS, cpu_engine_env
 
 from lira.reasoning.soft_prompt import SoftPromptBuilder, VLLMSoftPromptGenerator, user_message
+from tests.vllm_support import VLLM_MARKS, cpu_engine_env
 
 pytestmark = VLLM_MARKS
 

@@ -10,7 +10,8 @@ import os
 import time
 
 import pytest
-from vllm_support import VLLM_MARKS, cpu_engine_env
+
+from tests.vllm_support import VLLM_MARKS, cpu_engine_env
 
 pytestmark = VLLM_MARKS
 

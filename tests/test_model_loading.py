@@ -12,13 +12,13 @@ from lira.config import ModelsConfig
 from lira.models import (
     Backbone,
     TokenEncoder,
-    last_token_index,
     load_backbone,
     load_causal_lm,
     load_encoder,
     load_seq2seq,
     pool,
 )
+from lira.models.loading import last_token_index
 
 SHORT = "Who won?"
 LONG = "How many points did the Panthers defense surrender in the whole season?"

@@ -39,6 +39,8 @@ import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor, nn
 
+from arca.model import CONFIG_NAME as ARCA_CONFIG
+from arca.model import ArcaModel, load_arca
 from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
 from lira.checkpoint import read_meta
 from lira.config import (
@@ -50,6 +52,9 @@ from lira.config import (
     from_dict,
     to_dict,
 )
+from lira.models import load_backbone
+from lira.translation.runner import fill_store
+from lira.translation.store import TranslationStore
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 
 log = logging.getLogger(__name__)
@@ -150,7 +155,6 @@ class LiRAModel(nn.Module):
         online: bool = False,
     ) -> LiRAModel:
         """Build a model from a run config: a trained Arca checkpoint, or a fresh Adaptor."""
-        from lira.models import load_backbone
 
         backbone = load_backbone(cfg.models)
         arca = _load_arca(cfg, backbone, arca_path)
@@ -188,7 +192,6 @@ class LiRAModel(nn.Module):
 
         The store path is resolved relative to the folder (an absolute one is used as is); when
         it is missing, a warning says that texts will be embedded untranslated."""
-        from lira.models import load_backbone
 
         path = Path(path)
         meta = read_meta(path, CONFIG_NAME, FORMAT,
@@ -197,12 +200,10 @@ class LiRAModel(nn.Module):
         models = from_dict(ModelsConfig, meta["models"], "models")
         translation = from_dict(TranslationConfig, meta["translation"], "translation")
         arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
-        lasr = from_dict(LaSRConfig, meta["lasr"], "lasr")
+        lasr = from_dict(LaSRConfig, _lasr_meta(meta["lasr"], path), "lasr")
         backbone = load_backbone(models)
         arca = _arca_from_folder(path / "arca", backbone)
         if store is None and load_store and meta.get("store"):
-            from lira.translation.store import TranslationStore
-
             where = path / meta["store"]  # an absolute stored path wins over the folder
             if where.is_file():
                 store = TranslationStore(where)
@@ -238,8 +239,6 @@ class LiRAModel(nn.Module):
         for lang, rows in groups.items():
             sub = [texts[i] for i in rows]
             if self.online:
-                from lira.translation.runner import fill_store
-
                 run = RunConfig(models=self.models_cfg, translation=self.translation_cfg)
                 fill_store(run, {lang: list(dict.fromkeys(sub))}, self.store)
             found = self.store.candidates(sub, lang, translators)
@@ -254,7 +253,8 @@ class LiRAModel(nn.Module):
         """The text the backbone embeds for each input — the Actor's arg-max candidate, or the
         input itself (English input, ``use_translations=False``, or no candidate available) —
         with a translated flag [B] and the chosen candidate's c_k = [s, e, p, sim] [B, 4]
-        (5.5 and 0 where nothing was translated)."""
+        (5.5 and 0 where nothing was translated; as the Actor saw it, so an Arca trained without
+        a critic (``arca.use_llm_critic`` / ``arca.use_embedding_critic``) gives 5.5 / 0 too)."""
         chosen = list(texts)
         translated = torch.zeros(len(texts))
         picked = torch.tensor([[NEUTRAL_SCORE] * 3 + [0.0]]).repeat(len(texts), 1)
@@ -267,12 +267,8 @@ class LiRAModel(nn.Module):
         )
         if not rows:
             return chosen, translated, picked
-        idx, feats = self.arca.pick(
-            [texts[i] for i in rows],
-            [cands[i] for i in rows],
-            self.lasr_cfg.use_llm_critic,
-            self.lasr_cfg.use_embedding_critic,
-        )
+        # c_k as the trained Actor saw it (arca.use_llm_critic / use_embedding_critic ablations)
+        idx, feats = self.arca.pick([texts[i] for i in rows], [cands[i] for i in rows])
         for j, (i, k) in enumerate(zip(rows, idx)):
             chosen[i] = cands[i][k].text
             translated[i] = 1.0
@@ -319,7 +315,6 @@ class LiRAModel(nn.Module):
     def _compute_streams(
         self, texts: list[str], langs: list[str], kind: str, batch_size: int | None
     ) -> Streams:
-        lc = self.lasr_cfg
         bs = batch_size or max(len(texts), 1)
         g_bins = torch.cat(
             [
@@ -331,10 +326,6 @@ class LiRAModel(nn.Module):
         e_en = torch.as_tensor(
             np.asarray(self.backbone.encode(english, langs=None, kind=kind, batch_size=bs))
         ).float()
-        if not lc.use_llm_critic:
-            picked[:, :3] = NEUTRAL_SCORE
-        if not lc.use_embedding_critic:
-            picked[:, 3] = 0.0
         is_en = torch.tensor([1.0 if lang == "en" else 0.0 for lang in langs])
         feats = gate_features(is_en, translated, picked, kind == "document")
         return Streams(e_en, g_bins, feats)
@@ -417,14 +408,30 @@ class ComponentEncoder:
         return out
 
 
+MOVED_LASR_KEYS = ("use_llm_critic", "use_embedding_critic")
+"""LaSR keys of older model folders, now ``arca.*`` (an ablation trains Arca without the critic)."""
+
+
+def _lasr_meta(data: dict[str, Any], path: Path) -> dict[str, Any]:
+    """A saved ``lasr`` section without the keys that moved to ``arca`` (older folders)."""
+    data = dict(data)
+    off = [k for k in MOVED_LASR_KEYS if data.pop(k, True) is False]
+    if off:
+        log.warning(
+            "%s was saved with lasr.%s = false (an inference-time mask, since moved to arca.*): "
+            "the gate and the selection now use what its Arca was trained with",
+            path,
+            "/".join(off),
+        )
+    return data
+
+
 def _store_path(store: Any) -> bool:
     return store is not None and bool(getattr(store, "path", ""))
 
 
 def _load_arca(cfg: RunConfig, backbone: Any, arca_path: str | Path | None) -> Any:
     """A trained Arca checkpoint when ``arca_path`` holds one, else a fresh Adaptor + Actor."""
-    from arca.model import CONFIG_NAME as ARCA_CONFIG
-    from arca.model import ArcaModel, load_arca
 
     if arca_path is not None and (Path(arca_path) / ARCA_CONFIG).is_file():
         arca = load_arca(arca_path, backbone=backbone)
@@ -444,6 +451,5 @@ def _load_arca(cfg: RunConfig, backbone: Any, arca_path: str | Path | None) -> A
 
 
 def _arca_from_folder(path: Path, backbone: Any) -> Any:
-    from arca.model import load_arca
 
     return load_arca(path, backbone=backbone)

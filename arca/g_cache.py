@@ -1,0 +1,135 @@
+"""A disk cache for a frozen multilingual encoder g (Arca trains only the Adaptor on top of it).
+
+A frozen g's outputs are cached in ``<output_dir>/cache/g_embeddings.sqlite`` (on by
+``models.encoder_cache``): rows are keyed by sha256 of (encoder id, encoder version/weights
+fingerprint, d_g, max length, level, S for token-level g, text), so repeated epochs and
+evaluations encode nothing and a different encoder, checkpoint or text misses. For a
+token-level g the pooled bins [S, d_g] are stored (cheap: S rows, not L), for a sentence-level
+g the vector [1, d]. A g that is being trained (full or LoRA) never uses the cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from lira.demo import resolve_model
+from lira.models.loading import folder_fingerprint
+
+CACHE_FILE = Path("cache") / "g_embeddings.sqlite"
+"""Where a run keeps the frozen-g cache, relative to its output directory."""
+
+
+def encoder_id(encoder: nn.Module, cache_dir: str = "") -> str:
+    """What identifies a frozen g's outputs: level, name, version/weights, d_g, max length."""
+    level = getattr(encoder, "level", "token")
+    name = str(getattr(encoder, "name", "") or type(encoder).__name__)
+    version = str(getattr(encoder, "version", "") or "")
+    if not version:
+        local = Path(resolve_model(name, cache_dir)).expanduser() if name else None
+        version = folder_fingerprint(local) if local is not None and local.is_dir() else name
+    return f"{level}|{name}|{version}|d={encoder.dim}|len={getattr(encoder, 'max_length', '')}"
+
+
+def cache_key(enc_id: str, text: str, bins: int | None = None) -> str:
+    """sha256 of (encoder id, S for token-level g, text)."""
+    h = hashlib.sha256()
+    for part in (enc_id, "" if bins is None else f"S={bins}", text):
+        h.update(part.encode("utf-8"))
+        h.update(b"\x1f")
+    return h.hexdigest()
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS g_embeddings (
+    key TEXT PRIMARY KEY,
+    encoder TEXT NOT NULL,
+    rows INTEGER NOT NULL,
+    dim INTEGER NOT NULL,
+    vec BLOB NOT NULL,
+    created REAL NOT NULL
+);
+"""
+
+
+class GEmbeddingCache:
+    """SQLite cache of a frozen g's outputs: key -> float32 array [rows, dim] (WAL, upserts)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
+        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn.executescript(_SCHEMA)
+        self._conn.commit()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
+        """The stored arrays of those ``keys`` that are present."""
+        out: dict[str, np.ndarray] = {}
+        uniq = list(dict.fromkeys(keys))
+        with self._lock:
+            for i in range(0, len(uniq), 500):
+                chunk = uniq[i : i + 500]
+                q = f"SELECT key, rows, dim, vec FROM g_embeddings WHERE key IN ({','.join('?' * len(chunk))})"
+                for key, rows, dim, blob in self._conn.execute(q, chunk):
+                    out[key] = np.frombuffer(blob, dtype=np.float32).reshape(rows, dim)
+        return out
+
+    def put(self, items: dict[str, np.ndarray], enc_id: str) -> None:
+        """Store arrays [rows, dim] under their keys (one transaction)."""
+        now = time.time()
+        rows = [
+            (k, enc_id, int(v.shape[0]), int(v.shape[1]),
+             np.ascontiguousarray(v, dtype=np.float32).tobytes(), now)
+            for k, v in items.items()
+        ]  # fmt: skip
+        with self._lock, self._conn:
+            self._conn.executemany(
+                "INSERT OR REPLACE INTO g_embeddings VALUES (?, ?, ?, ?, ?, ?)", rows
+            )
+
+    def count(self) -> int:
+        """Number of stored rows."""
+        with self._lock:
+            return int(self._conn.execute("SELECT COUNT(*) FROM g_embeddings").fetchone()[0])
+
+    def pooled(
+        self,
+        texts: Sequence[str],
+        enc_id: str,
+        bins: int | None,
+        compute: Callable[[list[str]], Tensor],
+    ) -> Tensor:
+        """Cached outputs of ``texts`` stacked [B, rows, d]; misses go through ``compute``
+        (one call, distinct texts only) and are stored. ``bins`` is S for a token-level g."""
+        keys = [cache_key(enc_id, t, bins) for t in texts]
+        found = self.get(keys)
+        todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
+        self.hits += sum(1 for k in keys if k in found)
+        self.misses += len(todo)
+        if todo:
+            fresh = compute(todo).detach().float().cpu().numpy()  # [M, rows, d]
+            new = {cache_key(enc_id, t, bins): fresh[i] for i, t in enumerate(todo)}
+            self.put(new, enc_id)
+            found.update(new)
+        return torch.from_numpy(np.stack([found[k] for k in keys]))
+
+
+def cache_path(output_dir: str | Path) -> Path:
+    """``<output_dir>/cache/g_embeddings.sqlite``."""
+    return Path(output_dir) / CACHE_FILE

@@ -1,0 +1,515 @@
+"""``lira tune-translator``: GRPO fine-tuning of a pool translator on Arca's reward (beyond the paper).
+
+Paper 004 trains the Actor to *pick* among fixed candidates with the composite reward of
+Eq. 7. Here the same reward trains the *translator* that produces them: TRL's ``GRPOTrainer``
+samples ``num_generations`` English translations per training source (the prompt of
+:mod:`lira.prompts`, as ``lira translate`` uses it) and each completion y of a source x gets
+
+    R(x, y) = [not empty, not a copy] * (0.1 (alpha s + beta e + gamma p) + delta sim(x, y))
+              - format_weight * penalty(x, y)
+
+- sim(x, y) = cos(E_lr(x), E_en(y)) in the anchor space of a trained Arca checkpoint (the
+  label-free core; :func:`anchor_similarity`, the quantity Arca's Actor sees as sim_k);
+- (s, e, p): the configured critic's scores of the cleaned completion, computed only when one
+  of alpha, beta, gamma is > 0 (all 0 by default: one critic call per sample is slow);
+- penalty in [0, 1] (:func:`format_check`): the completion is cleaned like a pool candidate
+  (:func:`lira.translation.cleanup.clean_translation`); an empty result or a copy of the source
+  gets penalty 1 and no composite at all (otherwise a policy could echo the source, which an
+  embedding space may find "similar"); meta-text that the cleanup removed (preambles, notes)
+  adds 0.5, a source echoed inside the translation adds 0.5, and a length ratio
+  len(y) / len(x) (characters) outside [min_length_ratio, max_length_ratio] adds
+  min(1, |log2(ratio / nearest bound)|).
+
+Training sources: the non-English *training* sources of the configured data (the ones
+``lira translate`` translates; held-out sources are never seen), truncated to
+``translation.source_max_chars`` like the pool does. LoRA through peft by default.
+
+Output ``<output>/`` (default ``<output_dir>/tune_translator/<name>``): GRPOTrainer's
+``checkpoint-N`` folders (``--resume`` continues from the last one), ``adapter/`` (the LoRA
+adapter), ``final/`` (the merged model + tokenizer, or the adapter folder with ``merge: false``;
+with ``tune_translator.json`` describing the run), ``translator.yaml`` (the pool entry of the
+tuned translator) and ``summary.json``. The tuned translator keeps the base translator's
+decoding settings under a new id (``<translator>-grpo``) and model path, so its store rows
+never mix with the base translator's (the store key holds both): add it to
+``translation.llm_translators`` and both candidate sets coexist.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+import re
+import shutil
+import time
+import unicodedata
+from argparse import Namespace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+import yaml
+from torch import Tensor
+
+from arca.losses import composite_reward
+from arca.model import ArcaModel, load_arca
+from lira.checkpoint import atomic_dir, write_json
+from lira.config import RunConfig, TranslatorConfig, TuneTranslatorConfig
+from lira.critic import build_critic
+from lira.data.splits import load_splits
+from lira.errors import MissingFileError, UserInputError
+from lira.prompts import translation_prompt
+from lira.translation.cleanup import clean_translation
+from lira.translation.runner import check_source
+from lira.translation.translators import chat_messages, resolve
+from lira.translation.types import NEUTRAL_SCORE
+
+log = logging.getLogger(__name__)
+
+FORMAT = "lira-tuned-translator/1"
+META_NAME = "tune_translator.json"
+META_PENALTY = 0.5
+"""Penalty of a completion from which the cleanup removed meta-text (words, not just quotes)."""
+ECHO_PENALTY = 0.5
+"""Penalty of a completion that contains the whole source (besides a translation)."""
+MIN_ECHO_CHARS = 8
+"""Sources shorter than this (normalised) are not checked for an echo (too many false hits)."""
+
+
+# ------------------------------------------------------------------------------ format penalty
+def normalize(text: str) -> str:
+    """Case-folded text without punctuation and with single spaces (for copy detection)."""
+    text = unicodedata.normalize("NFKC", text).casefold()
+    text = "".join(" " if unicodedata.category(c)[0] in "PSZ" else c for c in text)
+    return re.sub(r"\s+", " ", text).strip()
+
+
+@dataclass
+class FormatCheck:
+    """The cleaned completion and its format penalty; ``hard``: empty or a copy of the source."""
+
+    text: str
+    penalty: float
+    reasons: tuple[str, ...] = ()
+
+    @property
+    def hard(self) -> bool:
+        """True when the completion earns no composite reward at all (empty / copied source)."""
+        return "empty" in self.reasons or "copy" in self.reasons
+
+
+def format_check(
+    source: str, completion: str, min_ratio: float = 0.3, max_ratio: float = 4.0
+) -> FormatCheck:
+    """Clean ``completion`` like a pool candidate and rate its form (see the module docstring)."""
+    cleaned, removed = clean_translation(completion or "")
+    if not normalize(cleaned):
+        return FormatCheck("", 1.0, ("empty",))
+    src, out = normalize(source), normalize(cleaned)
+    if out == src:
+        return FormatCheck(cleaned, 1.0, ("copy",))
+    penalty, reasons = 0.0, []
+    if any(ch.isalnum() for ch in removed):  # quotes alone are harmless
+        penalty += META_PENALTY
+        reasons.append("meta")
+    if len(src) >= MIN_ECHO_CHARS and src in out:
+        penalty += ECHO_PENALTY
+        reasons.append("echo")
+    ratio = len(cleaned) / max(len(source.strip()), 1)
+    bound = min(max(ratio, min_ratio), max_ratio)
+    if ratio != bound:
+        penalty += min(1.0, abs(math.log2(ratio / bound)))
+        reasons.append("short" if ratio < bound else "long")
+    return FormatCheck(cleaned, min(penalty, 1.0), tuple(reasons))
+
+
+# ------------------------------------------------------------------------------ reward
+@torch.no_grad()
+def anchor_similarity(arca: ArcaModel, sources: Sequence[str], outputs: Sequence[str]) -> Tensor:
+    """cos(E_lr(x_i), E_en(y_i)) per pair in Arca's anchor space (sim_k of Eq. 6-7): [N] on CPU.
+
+    E_lr = the anchor of g's path, E_en = the fixed target T(y) of h (``objective: d1``) or
+    A(P_S(h_tok(y))) through the shared Adaptor (``shared``).
+    """
+    if not sources:
+        return torch.zeros(0)
+    e_lr = arca.anchor_lr(arca.pooled_sources(list(sources)))
+    en = arca.english_inputs(list(outputs))
+    e_en = arca.adaptor.embed_h(en) if arca.arca_cfg.objective == "shared" else en
+    return F.cosine_similarity(e_lr.float(), e_en.to(e_lr.device).float(), dim=-1).cpu()
+
+
+ScoreFn = Callable[[list[str], list[str], str], list[tuple[float, float, float] | None]]
+"""(sources, cleaned translations, language) -> critic (s, e, p) per pair, None = no score."""
+
+
+def critic_scorer(critic: Any) -> ScoreFn:
+    """A :data:`ScoreFn` around a :class:`lira.critic.Critic`."""
+
+    def score(sources: list[str], outputs: list[str], lang: str) -> list[Any]:
+        return [r.scores for r in critic.score(sources, outputs, lang)]
+
+    return score
+
+
+class AnchorReward:
+    """TRL reward function: R = 0.1 (alpha s + beta e + gamma p) + delta sim - w penalty.
+
+    Called by ``GRPOTrainer`` with the prompts, the completions and the dataset columns
+    ``source`` and ``lang`` (repeated per generation). :meth:`score` does the work on plain
+    strings; :meth:`__call__` adapts TRL's arguments and logs ``anchor_sim``,
+    ``format_penalty`` and ``copy_or_empty`` (share of completions with no composite reward).
+    """
+
+    __name__ = "arca_anchor"  # TRL's name of the reward in its logs
+
+    def __init__(
+        self, arca: ArcaModel, cfg: TuneTranslatorConfig, critic: ScoreFn | None = None
+    ) -> None:
+        self.arca, self.cfg, self.critic = arca, cfg, critic
+        self._e_lr: dict[str, Tensor] = {}  # sources are a fixed set: memoise E_lr
+
+    def uses_critic(self) -> bool:
+        """True when a critic weight is > 0 (the critic then scores every sample)."""
+        return any(getattr(self.cfg, k) > 0 for k in ("alpha", "beta", "gamma"))
+
+    @torch.no_grad()
+    def similarity(self, sources: Sequence[str], outputs: Sequence[str]) -> Tensor:
+        """:func:`anchor_similarity` with E_lr memoised per source and no growing E_en memo."""
+        arca = self.arca
+        todo = list(dict.fromkeys(s for s in sources if s not in self._e_lr))
+        if todo:
+            for s, v in zip(todo, arca.anchor_lr(arca.pooled_sources(todo)).float().cpu()):
+                self._e_lr[s] = v
+        if not sources:
+            return torch.zeros(0)
+        e_lr = torch.stack([self._e_lr[s] for s in sources])
+        en = arca.english_inputs(list(outputs))
+        e_en = arca.adaptor.embed_h(en) if arca.arca_cfg.objective == "shared" else en
+        targets = getattr(arca, "_targets", None)
+        if isinstance(targets, dict):
+            targets.clear()  # every sample is new text: do not keep h's targets of all of them
+        return F.cosine_similarity(e_lr, e_en.float().cpu(), dim=-1)
+
+    def score(
+        self, sources: Sequence[str], langs: Sequence[str], outputs: Sequence[str]
+    ) -> list[dict[str, Any]]:
+        """Per completion: reward, sim, scores, penalty, reasons and the cleaned text."""
+        c = self.cfg
+        checks = [
+            format_check(x, y, c.min_length_ratio, c.max_length_ratio)
+            for x, y in zip(sources, outputs)
+        ]
+        live = [i for i, ch in enumerate(checks) if not ch.hard]
+        sims = torch.zeros(len(checks))
+        if live and c.delta > 0:
+            sims[live] = self.similarity([sources[i] for i in live], [checks[i].text for i in live])
+        scores = torch.full((len(checks), 3), NEUTRAL_SCORE)
+        if live and self.critic is not None and self.uses_critic():
+            for lang in dict.fromkeys(langs[i] for i in live):
+                idx = [i for i in live if langs[i] == lang]
+                got = self.critic([sources[i] for i in idx], [checks[i].text for i in idx], lang)
+                for i, s in zip(idx, got):
+                    if s is not None and all(math.isfinite(float(v)) for v in s):
+                        scores[i] = torch.tensor([float(v) for v in s])
+        composite = composite_reward(scores, sims, c.alpha, c.beta, c.gamma, c.delta)
+        out = []
+        for i, ch in enumerate(checks):
+            r = (0.0 if ch.hard else float(composite[i])) - c.format_weight * ch.penalty
+            out.append({
+                "reward": r, "sim": float(sims[i]), "scores": scores[i].tolist(),
+                "penalty": ch.penalty, "reasons": list(ch.reasons), "text": ch.text,
+            })  # fmt: skip
+        return out
+
+    def __call__(
+        self,
+        prompts: list[Any],
+        completions: list[Any],
+        source: list[str],
+        lang: list[str],
+        **kwargs: Any,
+    ) -> list[float]:
+        """TRL's reward-function interface: one float per completion."""
+        outputs = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
+        parts = self.score(source, lang, outputs)
+        log_metric = kwargs.get("log_metric")
+        if callable(log_metric) and parts:
+            live = [p for p in parts if "empty" not in p["reasons"] and "copy" not in p["reasons"]]
+            if live:
+                log_metric("anchor_sim", sum(p["sim"] for p in live) / len(live))
+            log_metric("format_penalty", sum(p["penalty"] for p in parts) / len(parts))
+            log_metric("copy_or_empty", 1 - len(live) / len(parts))
+        return [p["reward"] for p in parts]
+
+
+# ------------------------------------------------------------------------------ the run
+def base_translator(cfg: RunConfig) -> TranslatorConfig:
+    """The pool translator to tune (``tune_translator.translator``; empty = the first LLM)."""
+    name = cfg.tune_translator.translator
+    llms = cfg.translation.llm_translators
+    if not llms:
+        raise UserInputError(
+            "tune-translator: translation.llm_translators is empty; add the LLM translator to "
+            "tune (e.g. {name: smollm2, kind: transformers, role: llm, model: demo:smollm2})"
+        )
+    found = next((t for t in llms if t.name == name), None) if name else llms[0]
+    if found is None:
+        raise UserInputError(
+            f"tune_translator.translator {name!r} is not in translation.llm_translators "
+            f"({[t.name for t in llms]})"
+        )
+    if found.kind not in ("transformers", "vllm"):
+        raise UserInputError(
+            f"tune-translator needs the weights of {found.name!r} (kind transformers or vllm); "
+            f"kind={found.kind} has none here"
+        )
+    return found
+
+
+def tuned_name(cfg: RunConfig) -> str:
+    """The tuned translator's id: ``tune_translator.name`` or ``<translator>-grpo``."""
+    return cfg.tune_translator.name or f"{base_translator(cfg).name}-grpo"
+
+
+def output_folder(cfg: RunConfig) -> Path:
+    """``tune_translator.output`` or ``<output_dir>/tune_translator/<name>``."""
+    out = cfg.tune_translator.output
+    return Path(out) if out else Path(cfg.output_dir) / "tune_translator" / tuned_name(cfg)
+
+
+def tuned_translator(cfg: RunConfig) -> TranslatorConfig:
+    """The pool entry of the tuned model: the base translator's settings, a new id and model."""
+    base = base_translator(cfg)
+    names = [t.name for t in cfg.translation.llm_translators + cfg.translation.mt_translators]
+    name = tuned_name(cfg)
+    if name == base.name:
+        raise UserInputError(
+            f"tune_translator.name {name!r} is the base translator's id; the tuned model needs "
+            "its own id so that both candidate sets stay apart in the store"
+        )
+    kind = (
+        base.kind if cfg.tune_translator.merge or not cfg.tune_translator.lora else "transformers"
+    )
+    model = str(output_folder(cfg) / "final")
+    if name in names:
+        log.info("translator %r is already in the pool config; its model is %s", name, model)
+    return dataclasses.replace(base, name=name, model=model, kind=kind)
+
+
+def training_sources(cfg: RunConfig) -> list[tuple[str, str]]:
+    """(text, lang) of the non-English training sources, deduplicated, truncated like the pool."""
+
+    seen: dict[tuple[str, str], None] = {}
+    for rec in load_splits(cfg.data).train_sources:
+        if rec.lang == "en" or not rec.text.strip():
+            continue
+        text = check_source(rec.text, cfg.translation.source_max_chars)[0]
+        seen.setdefault((text, rec.lang), None)
+    out = list(seen)
+    cap = cfg.tune_translator.max_sources
+    return out[:cap] if cap else out
+
+
+def build_dataset(sources: Sequence[tuple[str, str]], translator: TranslatorConfig) -> Any:
+    """The GRPO dataset: a chat prompt (the pool's translation prompt) + ``source`` + ``lang``."""
+    from datasets import Dataset
+
+    return Dataset.from_list([
+        {
+            "prompt": chat_messages(translation_prompt(text, lang, translator.prompt_version)),
+            "source": text,
+            "lang": lang,
+        }
+        for text, lang in sources
+    ])  # fmt: skip
+
+
+def arca_path(cfg: RunConfig) -> Path:
+    """``tune_translator.arca_checkpoint`` or ``<output_dir>/arca/final``; must exist."""
+    ref = cfg.tune_translator.arca_checkpoint
+    path = Path(ref) if ref else Path(cfg.output_dir) / "arca" / "final"
+    if not path.is_dir():
+        raise MissingFileError(
+            f"Arca checkpoint {path} not found; train one with `lira arca CONFIG` or set "
+            "tune_translator.arca_checkpoint"
+        )
+    return path
+
+
+def _load_policy(translator: TranslatorConfig) -> tuple[Any, Any]:
+    """(model, tokenizer) of the translator's weights, as the transformers backend loads them."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = resolve(translator.model)
+    dtype = "auto" if torch.cuda.is_available() else torch.float32  # bf16 is slow on CPUs
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+    if getattr(model, "generation_config", None) is not None:
+        if model.generation_config.pad_token_id is None:
+            model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model, tokenizer
+
+
+def grpo_config(cfg: RunConfig, out: Path, batch_size: int) -> Any:
+    """TRL's ``GRPOConfig`` for ``tune_translator`` (one generation batch per step)."""
+    from trl import GRPOConfig
+
+    tc = cfg.tune_translator
+    max_new = tc.max_new_tokens or base_translator(cfg).max_new_tokens
+    cuda = torch.cuda.is_available()
+    return GRPOConfig(
+        output_dir=str(out),
+        max_steps=tc.steps,
+        per_device_train_batch_size=batch_size * tc.num_generations,
+        gradient_accumulation_steps=1,
+        num_generations=tc.num_generations,
+        max_completion_length=max_new,
+        temperature=tc.temperature,
+        learning_rate=tc.lr,
+        beta=tc.kl_beta,
+        save_strategy="steps",
+        save_steps=tc.save_steps,
+        save_total_limit=tc.keep_checkpoints,
+        logging_steps=tc.logging_steps,
+        report_to="none",
+        seed=cfg.seed,
+        bf16=cuda and torch.cuda.is_bf16_supported(),
+        use_cpu=not cuda,
+        gradient_checkpointing=tc.gradient_checkpointing,
+        use_vllm=tc.use_vllm,
+        vllm_mode="colocate",
+        remove_unused_columns=False,
+        dataloader_num_workers=0,
+    )
+
+
+def _checkpoints(out: Path) -> list[Path]:
+    return sorted(
+        (p for p in out.glob("checkpoint-*") if p.is_dir() and p.name[11:].isdigit()),
+        key=lambda p: int(p.name[11:]),
+    )
+
+
+def _save_final(trainer: Any, tokenizer: Any, cfg: RunConfig, out: Path, meta: dict) -> Path:
+    """``adapter/`` (LoRA) and ``final/`` (merged model, or the adapter) + tune_translator.json."""
+    tc = cfg.tune_translator
+    model = trainer.model
+    final = out / "final"
+    peft = hasattr(model, "merge_and_unload")
+    if peft:
+        with atomic_dir(out / "adapter") as tmp:
+            model.save_pretrained(str(tmp))
+            tokenizer.save_pretrained(str(tmp))
+    with atomic_dir(final) as tmp:
+        if peft and tc.merge:
+            model = model.merge_and_unload()
+        model.save_pretrained(str(tmp))
+        tokenizer.save_pretrained(str(tmp))
+        (tmp / META_NAME).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    return final
+
+
+def run_tune_translator(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
+    """Engine of ``lira tune-translator``: GRPO on Arca's reward; writes ``<output>/final``."""
+    from peft import LoraConfig
+    from trl import GRPOTrainer
+
+    tc = cfg.tune_translator
+    base = base_translator(cfg)
+    tuned = tuned_translator(cfg)
+    out = output_folder(cfg)
+    arca_dir = arca_path(cfg)
+    sources = training_sources(cfg)
+    if not sources:
+        raise UserInputError(
+            "tune-translator: the configured data has no non-English training source "
+            f"(data.train_languages = {cfg.data.train_languages})"
+        )
+    batch = min(tc.batch_size, len(sources))
+    if batch < tc.batch_size:
+        log.warning("only %d training sources: batch_size %d -> %d", len(sources), tc.batch_size,
+                    batch)  # fmt: skip
+    resume = bool(getattr(args, "resume", False))
+    out.mkdir(parents=True, exist_ok=True)
+    found = _checkpoints(out)
+    if resume and not found:
+        log.warning("--resume: no checkpoint-N in %s; starting fresh", out)
+    if not resume:
+        for p in found:  # a fresh run must not resume or mix with an older one's checkpoints
+            shutil.rmtree(p)
+    t0 = time.perf_counter()
+    log.info("tune-translator: %s -> %s on %d sources, reward from %s", base.name, tuned.name,
+             len(sources), arca_dir)  # fmt: skip
+    arca = load_arca(arca_dir)
+    if torch.cuda.is_available():
+        arca.to("cuda")
+    critic = None
+    if any(getattr(tc, k) > 0 for k in ("alpha", "beta", "gamma")):
+        built = build_critic(cfg.translation.critic)
+        if built is None:
+            log.warning("critic weights > 0 but translation.critic.kind is none: neutral 5.5")
+        else:
+            critic = critic_scorer(built)
+    reward = AnchorReward(arca, tc, critic)
+    model, tokenizer = _load_policy(base)
+    peft_config = None
+    if tc.lora:
+        peft_config = LoraConfig(
+            r=tc.lora_r,
+            lora_alpha=tc.lora_alpha,
+            lora_dropout=tc.lora_dropout,
+            target_modules="all-linear",
+            task_type="CAUSAL_LM",
+        )
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=reward,
+        args=grpo_config(cfg, out, batch),
+        train_dataset=build_dataset(sources, base),
+        processing_class=tokenizer,
+        peft_config=peft_config,
+    )
+    result = trainer.train(resume_from_checkpoint=True if resume and found else None)
+    meta = {
+        "format": FORMAT,
+        "name": tuned.name,
+        "base_translator": dataclasses.asdict(base),
+        "arca_checkpoint": str(arca_dir),
+        "tune_translator": dataclasses.asdict(tc),
+        "steps": int(trainer.state.global_step),
+        "lora": tc.lora,
+        "merged": bool(tc.lora and tc.merge),
+        "sources": len(sources),
+    }
+    final = _save_final(trainer, tokenizer, cfg, out, meta)
+    (out / "translator.yaml").write_text(
+        "# add to translation.llm_translators (and raise pass_at_k) to use the tuned model\n"
+        + yaml.safe_dump([dataclasses.asdict(tuned)], sort_keys=False),
+        encoding="utf-8",
+    )
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    summary = {
+        "translator": dataclasses.asdict(tuned),
+        "base": base.name,
+        "final": str(final),
+        "steps": int(trainer.state.global_step),
+        "train_loss": float(result.training_loss),
+        "reward_first": logs[0]["reward"] if logs else None,
+        "reward_last": logs[-1]["reward"] if logs else None,
+        "log": logs,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }
+    write_json(out / "summary.json", summary)
+    log.info(
+        "tune-translator: %d steps in %.0fs; model %s; add %s/translator.yaml's entry to "
+        "translation.llm_translators to use it", summary["steps"], summary["seconds"], final, out,
+    )  # fmt: skip
+    return summary

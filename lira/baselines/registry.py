@@ -1,0 +1,59 @@
+"""The baseline methods ``lira baseline`` can train: name -> where its method object lives.
+
+Adding a baseline is one new file that defines a :class:`~lira.baselines.method.BaselineMethod`
+(its recipe, the data it needs, how it draws a batch and computes its loss) plus one line in
+:data:`METHODS`. The entries are ``"module:attribute"`` strings, imported only when a method is
+used, so this module imports nothing: :mod:`lira.config` validates ``baselines.methods``
+against it without importing the trainer. A value may also be the method object itself (tests
+and plugins register one with :func:`register`).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+METHODS: dict[str, Any] = {
+    "infonce": "lira.baselines.infonce:METHOD",  # CLEAR's baseline (paper 000 §4.2)
+    "clear": "lira.baselines.clear:METHOD",  # paper 000
+    "lancer": "lira.baselines.lancer:METHOD",  # paper 002
+    "jsd": "lira.baselines.jsd:METHOD",  # paper 003
+    "merging": "lira.baselines.merging:METHOD",  # paper 001
+}
+"""Methods a user can select (``baselines.methods``, ``--methods``); the default is all, in order."""
+
+PARTS: dict[str, Any] = {
+    "gist": "lira.baselines.merging:GIST",  # one fine-tune of paper 001's merging
+}
+"""Objectives other methods train with, not selectable on their own."""
+
+
+def method_names() -> list[str]:
+    """The selectable method names, in registry order."""
+    return list(METHODS)
+
+
+def register(name: str, method: Any) -> None:
+    """Add (or replace) a selectable method: a method object or a ``"module:attribute"``."""
+    METHODS[name] = method
+
+
+def _resolve(entry: Any) -> Any:
+    if not isinstance(entry, str):
+        return entry
+    module, _, attr = entry.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def get_method(name: str, parts: bool = False) -> Any:
+    """The method object registered as ``name`` (with ``parts``: also the inner objectives);
+    ``ValueError`` naming the choices when there is none."""
+    table = {**METHODS, **PARTS} if parts else METHODS
+    if name not in table:
+        raise ValueError(f"unknown baseline method '{name}'; choose from {list(table)}")
+    return _resolve(table[name])
+
+
+def all_methods() -> dict[str, Any]:
+    """Every registered method and part, resolved: name -> method object."""
+    return {name: _resolve(entry) for name, entry in {**METHODS, **PARTS}.items()}

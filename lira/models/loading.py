@@ -1,0 +1,153 @@
+"""Resolving model references and loading them: hub id, local folder or ``demo:<name>``.
+
+Every loader of :mod:`lira.models` goes through :func:`resolve_path` (demo aliases are built by
+:mod:`lira.demo`), so the same code serves the tiny demo models on a CPU and the paper's models
+on a GPU node, and a missing folder or an offline hub gives one message naming the fix.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from lira.demo import NAMES as DEMO_NAMES
+from lira.demo import resolve_model
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+POOLINGS = ("mean", "cls", "last")
+
+# --------------------------------------------------------------------------------------------
+# Pooling (pure functions)
+# --------------------------------------------------------------------------------------------
+
+
+def last_token_index(mask: Tensor) -> Tensor:
+    """Index of the last attended position of each row, for left or right padding: [B]."""
+    length = mask.shape[1]
+    flipped = mask.flip(dims=[1]).to(torch.long)  # [B, L]
+    return length - 1 - flipped.argmax(dim=1)
+
+
+def pool(hidden: Tensor, mask: Tensor, how: str) -> Tensor:
+    """Pool token states [B, L, d] with mask [B, L] into sentence vectors [B, d].
+
+    ``mean``: average over attended tokens; ``cls``: the first position (right padding, as
+    BERT-style tokenizers produce); ``last``: the last attended token (Qwen3-Embedding).
+    """
+    if how == "mean":
+        m = mask.unsqueeze(-1).to(hidden.dtype)  # [B, L, 1]
+        return (hidden * m).sum(dim=1) / m.sum(dim=1).clamp(min=1.0)
+    if how == "cls":
+        return hidden[:, 0]
+    if how == "last":
+        idx = last_token_index(mask)  # [B]
+        return hidden[torch.arange(hidden.shape[0], device=hidden.device), idx]
+    raise ValueError(f"unknown pooling {how!r}; choose one of {', '.join(POOLINGS)}")
+
+
+# --------------------------------------------------------------------------------------------
+# Resolving and loading
+# --------------------------------------------------------------------------------------------
+
+
+def torch_dtype(dtype: str | torch.dtype) -> torch.dtype | str:
+    """``'float32'|'bfloat16'|'float16'|'auto'`` or a torch dtype -> what ``from_pretrained`` takes."""
+    if isinstance(dtype, torch.dtype) or dtype == "auto":
+        return dtype
+    if dtype not in DTYPES:
+        raise ValueError(f"unknown dtype {dtype!r}; choose one of {', '.join(DTYPES)} or 'auto'")
+    return DTYPES[dtype]
+
+
+def _looks_local(ref: str) -> bool:
+    return ref.startswith(("/", "./", "../", "~", ".")) or ref.count("/") > 1 or "\\" in ref
+
+
+def resolve_path(ref: str, cache_dir: str = "", suggest: str = "minilm") -> str:
+    """A model reference as something ``from_pretrained`` takes; clear errors for bad folders."""
+    if not ref:
+        raise ValueError(f"empty model reference; give a hub id, a folder or demo:{suggest}")
+    path = resolve_model(ref, cache_dir)
+    local = Path(path).expanduser()
+    if local.exists():
+        if not local.is_dir():
+            raise FileNotFoundError(f"model path {local} is a file, not a model folder")
+        if not (local / "config.json").is_file() and not (local / "adapter_config.json").is_file():
+            raise FileNotFoundError(
+                f"{local} has no config.json: not a Hugging Face model folder "
+                f"(write one with save_pretrained, or use demo:{suggest})"
+            )
+        return str(local)
+    if _looks_local(path):
+        raise FileNotFoundError(
+            f"model folder {local} does not exist; pass an existing folder, a hub id, or a "
+            f"locally built demo model such as demo:{suggest} "
+            f"(demo models: {', '.join('demo:' + n for n in DEMO_NAMES)})"
+        )
+    return path
+
+
+def from_pretrained(cls: Any, path: str, ref: str, suggest: str, **kwargs: Any) -> Any:
+    """``cls.from_pretrained(path)``; LoRA adapter folders load their base and wrap it."""
+    adapter = Path(path) / "adapter_config.json"
+    if adapter.is_file() and not (Path(path) / "config.json").is_file():
+        from peft import PeftModel
+
+        base_ref = json.loads(adapter.read_text(encoding="utf-8"))["base_model_name_or_path"]
+        base = from_pretrained(cls, resolve_path(base_ref), base_ref, suggest, **kwargs)
+        return PeftModel.from_pretrained(base, path)
+    try:
+        return cls.from_pretrained(path, **kwargs)
+    except OSError as e:
+        if Path(path).exists():
+            raise
+        raise OSError(
+            f"could not load model {ref!r}: it is not a local folder and the Hugging Face hub "
+            f"did not provide it (offline?). Use a local folder or demo:{suggest}. ({e})"
+        ) from e
+
+
+def load_tokenizer(path: str, ref: str, suggest: str, **kwargs: Any) -> Any:
+    """``AutoTokenizer`` of a resolved path, with the same clear errors as the model."""
+    from transformers import AutoTokenizer
+
+    return from_pretrained(AutoTokenizer, path, ref, suggest, **kwargs)
+
+
+def with_pad_token(tokenizer: Any) -> Any:
+    """Batched generation needs a pad token: EOS (else UNK) where the tokenizer has none."""
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+    return tokenizer
+
+
+def hidden_size(config: Any) -> int:
+    """The hidden width of a transformers config (``hidden_size``, ``d_model`` or ``dim``)."""
+    for key in ("hidden_size", "d_model", "dim"):
+        value = getattr(config, key, None)
+        if isinstance(value, int):
+            return value
+    raise ValueError(f"cannot find the hidden size of a {type(config).__name__}")
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """Names, sizes and mtimes of a model folder's weight/config files (cheap, no hashing)."""
+    parts = []
+    for p in sorted(folder.rglob("*")):
+        if p.is_file() and p.suffix in (".safetensors", ".bin", ".json", ".pt", ".model"):
+            st = p.stat()
+            parts.append(f"{p.relative_to(folder)}:{st.st_size}:{int(st.st_mtime)}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]
+
+
+def module_device(module: nn.Module) -> torch.device:
+    """The device of a module's first parameter (cpu for a parameter-free module)."""
+    try:
+        return next(module.parameters()).device
+    except StopIteration:
+        return torch.device("cpu")

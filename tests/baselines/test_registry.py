@@ -1,0 +1,101 @@
+"""The baseline registry (issue 14): a baseline is one method file plus one registry line."""
+
+from __future__ import annotations
+
+import ast
+import json
+from argparse import Namespace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from lira.baselines import registry
+from lira.baselines.method import DEFAULT_RECIPE, BaselineMethod
+from lira.baselines.trainer import baseline_fingerprint, recipe, run_baselines
+from lira.checkpoint import FINGERPRINT_FILE, read_fingerprint
+from lira.config import BaselinesConfig, ConfigError, DataConfig, RunConfig
+
+
+class DummyMethod(BaselineMethod):
+    """A baseline without paper hyper-parameters: in-batch InfoNCE, target query -> gold."""
+
+    name = "dummy"
+
+    def loss(self, trainer, batch):
+        ex = [trainer.examples[i] for i in batch["rows"]]
+        q = trainer.encode([e.q_tgt for e in ex], "query")
+        p = trainer.encode([e.pos_text for e in ex], "document")
+        return F.cross_entropy(q @ p.T / trainer.recipe.tau, torch.arange(len(ex)))
+
+
+@pytest.fixture
+def dummy(monkeypatch):
+    """``dummy`` registered for this test only (what its one registry line would do)."""
+    monkeypatch.setitem(registry.METHODS, "dummy", DummyMethod())
+    return registry.METHODS["dummy"]
+
+
+def test_every_registered_method_resolves_to_its_object():
+    table = registry.all_methods()
+    assert list(table) == ["infonce", "clear", "lancer", "jsd", "merging", "gist"]
+    for name, method in table.items():
+        assert isinstance(method, BaselineMethod) and method.name == name
+    assert BaselinesConfig().methods == registry.method_names()  # the default is every method
+    with pytest.raises(ValueError, match="unknown baseline method 'gist'"):
+        registry.get_method("gist")  # a part of merging, not selectable on its own
+    assert registry.get_method("gist", parts=True).recipe == "merging"
+
+
+def test_registry_imports_nothing_of_the_project():
+    """lira.config imports the registry: it must stay import-light (no cycle through config)."""
+    tree = ast.parse(Path(registry.__file__).read_text(encoding="utf-8"))
+    modules = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    modules += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert not [m for m in modules if m and m.split(".")[0] in ("lira", "arca", "lasr")]
+
+
+def test_config_validates_methods_against_the_registry(dummy):
+    with pytest.raises(ConfigError, match="methods"):
+        BaselinesConfig(methods=["nope"])
+    assert BaselinesConfig(methods=["dummy"]).methods == ["dummy"]
+
+
+def test_a_method_without_paper_values_uses_the_defaults_and_the_shared_budget(dummy):
+    own = recipe(BaselinesConfig(methods=["dummy"]), "dummy", 100)
+    assert (own.lr, own.batch_size, own.scheduler) == (
+        DEFAULT_RECIPE["lr"], DEFAULT_RECIPE["batch_size"], DEFAULT_RECIPE["scheduler"],
+    )  # fmt: skip
+    shared = recipe(BaselinesConfig(steps=3, batch_size=4, lr=1e-3), "dummy", 100)
+    assert (shared.steps, shared.batch_size, shared.lr) == (3, 4, 1e-3)
+    # its fingerprint holds no paper's recipe fields
+    cfg = RunConfig(baselines=BaselinesConfig(methods=["dummy"]))
+    keys = baseline_fingerprint(cfg, "dummy")["config"]
+    assert not [k for k in keys if k.startswith(("baselines.clear_", "baselines.jsd_"))]
+    assert "baselines.steps" in keys
+
+
+@pytest.mark.slow
+def test_a_registered_dummy_baseline_trains_through_run_baselines(dummy, models_config, tmp_path):
+    cfg = RunConfig(
+        output_dir=str(tmp_path),
+        models=models_config,
+        data=DataConfig(train_languages=["de", "es"], max_train_queries=8),
+        baselines=BaselinesConfig(methods=["dummy"], steps=2, batch_size=4, lr=1e-3),
+    )
+    summary = run_baselines(cfg, Namespace(methods=None, resume=False))
+    stats = summary["dummy"]
+    assert stats["steps"] == 2 and stats["nonfinite_steps"] == 0
+    assert np.isfinite(stats["loss_before"]) and np.isfinite(stats["loss_after"])
+    assert list(stats["recipe"]["shared"]) == ["steps", "batch_size", "lr"]
+    assert stats["recipe"]["scheduler"] == DEFAULT_RECIPE["scheduler"]
+    folder = tmp_path / "baselines" / "dummy"
+    assert json.loads((folder / "lira_baseline.json").read_text())["method"] == "dummy"
+    assert (folder / FINGERPRINT_FILE).is_file()
+    assert read_fingerprint(folder)["hash"] == baseline_fingerprint(cfg, "dummy")["hash"]
+    again = run_baselines(cfg, Namespace(methods=["dummy"], resume=True))  # done: skipped
+    assert (
+        again["dummy"] == json.loads((tmp_path / "baselines" / "summary.json").read_text())["dummy"]
+    )
