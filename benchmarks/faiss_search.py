@@ -11,9 +11,10 @@ L2-normalised (as the encoders' rows are). Each query is a perturbed copy of a r
 Exact top-k (``evaluators.retrieval.exact_search``) is the ground truth.
 
 For each FAISS index (flat, IVF and HNSW with the ``EvalConfig`` defaults) it prints recall@10
-against the exact top-10, the build time, the search time, and the time ratios to exact search:
+against the exact top-10, the build time, the search time, and the speed-ups over exact search:
 ``search`` (index already built: repeated evaluation of one corpus) and ``build+search`` (what
-one ``lira eval`` scenario pays, since the evaluator builds the index per call). Exact and
+one ``lira eval`` scenario pays, since the evaluator builds the index per call), and the number
+of queries from which the build pays for itself (``eval.faiss_ivf_min_queries``). Exact and
 FAISS searches alternate within each round and the best of ``--repeats`` rounds is kept, so
 load from other processes hits both alike. torch and faiss use the same number of threads.
 """
@@ -105,13 +106,15 @@ def main() -> None:
         rows.append((f"{kind} ({detail})", recall_at(found, truth), build_s, fs, ex))
         del index
     print(
-        f"\n| index | recall@{args.k} | build s | search s | exact s | search ratio "
-        "(exact / faiss) | build+search ratio |"
+        f"\n| index | recall@{args.k} | build s | search s | exact s | search speed-up "
+        "(exact / faiss) | build+search speed-up | break-even queries |"
     )
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     for name, rec, b, fs, ex in rows:
+        saved = (ex - fs) / args.queries  # seconds saved per query
+        even = f"{b / saved:,.0f}" if saved > 0 else "never"
         print(f"| {name} | {rec:.4f} | {b:.2f} | {fs:.3f} | {ex:.3f} | {ex / fs:.2f}x | "
-              f"{ex / (b + fs):.2f}x |")  # fmt: skip
+              f"{ex / (b + fs):.2f}x | {even} |")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -3,9 +3,9 @@
 Exact search is a batched matrix product chunked over the corpus with a running top-k merge, so
 memory is O(Q·(k + chunk)) and a 1M-document corpus fits. With ``eval.search: faiss`` the same
 :func:`search` builds a FAISS index over the documents instead (inner product; the encoders'
-rows are L2-normalised, so it is cosine): a flat (exact) index below ``eval.faiss_flat_below``
-documents, an IVF index (spherical k-means cells, ``faiss_nprobe`` scanned per query) or HNSW
-above. faiss is optional (the ``faiss`` extra); asking for it without it stops with the fix.
+rows are L2-normalised, so it is cosine): a flat (exact) index, or for large corpora searched
+by many queries an IVF index (spherical k-means cells, ``faiss_nprobe`` scanned per query) or
+HNSW. faiss is optional (the ``faiss`` extra); asking for it without it stops with the fix.
 :func:`ranks_of` (Max@R, Complete@K) needs the full ranking and is always exact. Metrics come
 from ``pytrec_eval`` (trec_eval's own implementations); MRR@10 is trec_eval's ``recip_rank`` on
 the run cut at 10.
@@ -96,11 +96,14 @@ def import_faiss() -> Any:
     return faiss
 
 
-def faiss_index_kind(n_docs: int, cfg: EvalConfig) -> str:
-    """The index ``cfg`` asks for on ``n_docs`` documents: flat, ivf or hnsw."""
+def faiss_index_kind(n_docs: int, cfg: EvalConfig, n_queries: int | None = None) -> str:
+    """The index ``cfg`` asks for: flat, ivf or hnsw. ``auto``: ivf from ``faiss_flat_below``
+    documents and ``faiss_ivf_min_queries`` queries (``n_queries`` None: an index kept for many
+    searches), else flat; below that, IVF's build costs more than the search it saves."""
     if cfg.faiss_index != "auto":
         return cfg.faiss_index
-    return "flat" if n_docs < cfg.faiss_flat_below else "ivf"
+    many = n_queries is None or n_queries >= cfg.faiss_ivf_min_queries
+    return "ivf" if n_docs >= cfg.faiss_flat_below and many else "flat"
 
 
 def ivf_lists(n_docs: int, nlist: int = 0) -> int:
@@ -111,14 +114,16 @@ def ivf_lists(n_docs: int, nlist: int = 0) -> int:
     return max(1, min(round(2 * math.sqrt(n_docs)), n_docs // 39))
 
 
-def build_faiss_index(docs: np.ndarray, cfg: EvalConfig, k: int = 100) -> Any:
+def build_faiss_index(
+    docs: np.ndarray, cfg: EvalConfig, k: int = 100, n_queries: int | None = None
+) -> Any:
     """A FAISS inner-product index over ``docs`` [N, d] of the kind :func:`faiss_index_kind`
-    picks, trained (IVF) and filled, with its search parameters set (``k``: HNSW's beam is at
-    least k)."""
+    picks for ``n_queries``, trained (IVF) and filled, with its search parameters set (``k``:
+    HNSW's beam is at least k)."""
     faiss = import_faiss()
     x = np.ascontiguousarray(docs, dtype=np.float32)
     n, dim = x.shape
-    kind = faiss_index_kind(n, cfg)
+    kind = faiss_index_kind(n, cfg, n_queries)
     if kind == "flat":
         index = faiss.IndexFlatIP(dim)
     elif kind == "hnsw":
@@ -144,11 +149,11 @@ def faiss_search(
     """Top-k (scores, indices) through FAISS (``index``: one built by :func:`build_faiss_index`
     on ``docs``, else built here). Missing hits of an approximate index: index -1, score -inf."""
     k = min(k, docs.shape[0])
-    if index is None:
-        index = build_faiss_index(docs, cfg, k)
     q = np.ascontiguousarray(queries, dtype=np.float32)
     if k == 0 or q.shape[0] == 0:
         return np.zeros((q.shape[0], k), np.float32), np.zeros((q.shape[0], k), np.int64)
+    if index is None:
+        index = build_faiss_index(docs, cfg, k, n_queries=q.shape[0])
     scores, idx = index.search(q, k)
     scores[idx < 0] = -np.inf
     return scores, idx

@@ -733,11 +733,13 @@ class EvalConfig:
     chunk_size: int = 65536
     """Documents scored per chunk in exact search (bounds memory)."""
     search: Literal["exact", "faiss"] = "exact"
-    """Top-k search: exact (chunked matrix product) or faiss (the faiss extra; Max@R stays exact)."""
+    """Top-k search: exact (chunked matmul) or faiss (the faiss extra); Max@R is always exact."""
     faiss_index: Literal["auto", "flat", "ivf", "hnsw"] = "auto"
-    """search: faiss index; flat is exact; auto = flat below faiss_flat_below documents, else ivf."""
+    """faiss index: flat (exact), ivf, hnsw; auto = ivf for large corpora and many queries."""
     faiss_flat_below: int = 100000
     """faiss_index: auto uses the flat (exact) index for corpora with fewer documents than this."""
+    faiss_ivf_min_queries: int = 5000
+    """faiss_index: auto uses ivf only from this many queries (fewer: its build costs more)."""
     faiss_nlist: int = 0
     """IVF: number of lists (k-means cells); 0 = 2·sqrt(documents), at most documents / 39."""
     faiss_nprobe: int = 32
@@ -757,13 +759,13 @@ class EvalConfig:
     diagnostics: bool = True
     """Also compute the diagnostics (ε̂1, L_emp, English inclination, probes)."""
     seed: int = 0
-    """Seed of the bootstrap."""
+    """Seed of the bootstrap (and of the IVF k-means of search: faiss)."""
 
     def __post_init__(self) -> None:
         known = {"en-en", "lang-en", "en-lang", "multi", "multi-1", "mono-same", "mono-cross"}
-        for key in ("faiss_flat_below", "faiss_nprobe", "faiss_train_per_list",
-                    "faiss_kmeans_iters", "faiss_hnsw_m", "faiss_ef_construction",
-                    "faiss_ef_search"):  # fmt: skip
+        for key in ("faiss_flat_below", "faiss_ivf_min_queries", "faiss_nprobe",
+                    "faiss_train_per_list", "faiss_kmeans_iters", "faiss_hnsw_m",
+                    "faiss_ef_construction", "faiss_ef_search"):  # fmt: skip
             _check(getattr(self, key) >= 1, key, "must be >= 1")
         _check(self.faiss_nlist >= 0, "faiss_nlist", "must be >= 0 (0 = 2·sqrt(documents))")
         bad = [s for s in self.scenarios if s not in known]

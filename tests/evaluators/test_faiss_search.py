@@ -80,8 +80,11 @@ def test_approximate_index_recall_is_high(kind):
 
 @needs_faiss
 def test_auto_switches_to_ivf_and_lists_are_bounded():
-    cfg = EvalConfig(search="faiss", faiss_flat_below=1000)
-    assert faiss_index_kind(999, cfg) == "flat" and faiss_index_kind(1000, cfg) == "ivf"
+    cfg = EvalConfig(search="faiss", faiss_flat_below=1000, faiss_ivf_min_queries=20)
+    assert faiss_index_kind(999, cfg, 20) == "flat" and faiss_index_kind(1000, cfg, 20) == "ivf"
+    assert faiss_index_kind(1000, cfg, 19) == "flat"  # too few queries to pay for the build
+    assert faiss_index_kind(1000, cfg) == "ivf"  # query count unknown: an index kept for reuse
+    assert faiss_index_kind(10, EvalConfig(faiss_index="hnsw"), 1) == "hnsw"
     assert ivf_lists(200_000) == round(2 * 200_000**0.5)
     assert ivf_lists(1000) == 1000 // 39  # >= 39 training documents per list
     assert ivf_lists(10, nlist=64) == 10
