@@ -287,12 +287,7 @@ class LiRAModel(nn.Module):
         of ``batch_size`` (default: all at once)."""
         if kind not in ("query", "document"):
             raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
-        texts = list(texts)
-        langs = list(langs) if langs is not None else [UNKNOWN_LANG] * len(texts)
-        if len(langs) != len(texts):
-            raise ValueError(
-                f"got {len(texts)} texts but {len(langs)} langs; pass one lang per text"
-            )
+        texts, langs = _texts_and_langs(texts, langs)
         keys = [(kind, lang, t) for t, lang in zip(texts, langs)]
         sub = [k for k in dict.fromkeys(keys) if k not in self._memo]
         fresh: dict[tuple[str, str, str], tuple[Tensor, Tensor, Tensor]] = {}
@@ -352,12 +347,7 @@ class LiRAModel(nn.Module):
             raise TypeError("encode takes a list of texts, got a single string; wrap it in a list")
         if part not in ("fused", "translation", "e_lr"):
             raise ValueError(f"part must be fused, translation or e_lr, got {part!r}")
-        texts = list(texts)
-        langs = list(langs) if langs is not None else [UNKNOWN_LANG] * len(texts)
-        if len(langs) != len(texts):
-            raise ValueError(
-                f"got {len(texts)} texts but {len(langs)} langs; pass one lang per text"
-            )
+        texts, langs = _texts_and_langs(texts, langs)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         was_training = self.net.training
@@ -387,6 +377,17 @@ class LiRAModel(nn.Module):
     def component(self, part: str) -> ComponentEncoder:
         """An encoder of one component (``translation`` or ``e_lr``) for leaderboards."""
         return ComponentEncoder(self, part)
+
+
+def _texts_and_langs(
+    texts: Sequence[str], langs: Sequence[str] | None
+) -> tuple[list[str], list[str]]:
+    """``texts`` and one language per text (unknown when ``langs`` is None), checked."""
+    texts = list(texts)
+    langs = list(langs) if langs is not None else [UNKNOWN_LANG] * len(texts)
+    if len(langs) != len(texts):
+        raise ValueError(f"got {len(texts)} texts but {len(langs)} langs; pass one lang per text")
+    return texts, langs
 
 
 class ComponentEncoder:

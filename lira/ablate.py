@@ -46,15 +46,10 @@ from typing import Any
 
 import numpy as np
 
-from evaluators.runner import EmbeddingCache, retrieval_values, scenario_values
-from evaluators.scenarios import build_scenarios
-from lasr.model import LiRAModel
 from lira.checkpoint import write_json
 from lira.config import RunConfig, apply_overrides, from_dict, to_dict
-from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
 from lira.pipeline import load_engine, stage_fingerprint
-from lira.translation.runner import store_path
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +153,11 @@ def evaluate_lira(cfg: RunConfig, model_dir: Path) -> dict[str, Any]:
     language); a retrieval set gives ``En`` (English queries, if any) and ``L`` (every other
     query language over the documents of its language).
     """
+    # lazy: `lira --help` imports this module for ROWS and must start without torch
+    from evaluators.runner import EmbeddingCache, retrieval_values, scenario_values
+    from evaluators.scenarios import build_scenarios
+    from lasr.model import LiRAModel
+    from lira.data.splits import load_splits
 
     splits = load_splits(cfg.data)
     model = LiRAModel.from_pretrained(model_dir)
@@ -285,6 +285,7 @@ def _eval_fingerprint(cfg: RunConfig, lasr_fp: str) -> str:
 
 def run_ablate(cfg: RunConfig, args: Namespace | None = None) -> list[dict[str, Any]]:
     """Engine of ``lira ablate``: train and evaluate the requested Table 5 rows, write the table."""
+    from lira.translation.runner import store_path
 
     asked = list(getattr(args, "rows", None) or ROWS)
     unknown = [r for r in asked if r not in ROWS]

@@ -55,6 +55,13 @@ def test_field_docs_reads_attribute_docstrings():
     assert field_docs(Demo) == {"a": "First.", "c": "Third."}
 
 
+def test_the_cli_starts_without_torch():
+    """``lira --help`` imports no engine: stage modules (and torch) load when a stage runs."""
+    code = "import sys, lira.cli; sys.exit(int('torch' in sys.modules))"
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert res.returncode == 0, res.stderr
+
+
 def test_python_dash_m_lira_runs():
     res = subprocess.run(
         [sys.executable, "-m", "lira", "--help"], capture_output=True, text=True, check=False

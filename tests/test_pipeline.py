@@ -110,14 +110,16 @@ def test_pending_failures_rerun_the_stage_and_bad_markers_do_not_crash(tmp_path,
     calls: list[str] = []
     pending = {"translate": 3}
 
-    def fake(stage):
+    def fake(target):
+        stage = next(name for name, s in pipeline.STAGES.items() if s.engine == target)
+
         def engine(cfg, args):
             calls.append(stage)
             return {"pending": pending.get(stage, 0)}
 
         return engine
 
-    monkeypatch.setattr(pipeline, "_engine", fake)
+    monkeypatch.setattr(pipeline, "load_engine", fake)
     cfg = RunConfig(output_dir=str(tmp_path), stages=["translate", "arca"])
     pipeline.run_pipeline(cfg)
     assert calls == ["translate", "arca"]

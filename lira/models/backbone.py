@@ -19,6 +19,7 @@ from lira.models.loading import (
     pool,
     resolve_path,
     torch_dtype,
+    with_pad_token,
 )
 
 KINDS = ("query", "document")
@@ -138,10 +139,8 @@ def load_backbone(cfg: ModelsConfig) -> Backbone:
     from transformers import AutoModel
 
     path = resolve_path(cfg.backbone, cfg.cache_dir, "minilm")
-    tokenizer = load_tokenizer(path, cfg.backbone, "minilm")
+    tokenizer = with_pad_token(load_tokenizer(path, cfg.backbone, "minilm"))
     model = from_pretrained(AutoModel, path, cfg.backbone, "minilm", dtype=torch_dtype(cfg.dtype))
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     backbone = Backbone(
         model,
         tokenizer,

@@ -157,10 +157,7 @@ class SentenceEncoder(nn.Module):
     @property
     def device(self) -> torch.device:
         """The device of the encoder's parameters (cpu for a parameter-free engine)."""
-        try:
-            return next(self.parameters()).device
-        except StopIteration:
-            return torch.device("cpu")
+        return module_device(self)
 
     def embed(self, texts: list[str]) -> Tensor:
         """Sentence vectors [B, d] (with grad through a trainable sentence-transformers g)."""
