@@ -59,13 +59,13 @@ from arca.losses import composite_reward
 from arca.model import ArcaModel, load_arca
 from lira.checkpoint import atomic_dir, write_json
 from lira.config import RunConfig, TranslatorConfig, TuneTranslatorConfig
-from lira.critic import build_critic
 from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
 from lira.prompts import translation_prompt
 from lira.translation.cleanup import clean_translation
+from lira.translation.critic import build_critic
 from lira.translation.runner import check_source
-from lira.translation.translators import chat_messages, resolve
+from lira.translation.translators import chat_messages
 from lira.translation.types import NEUTRAL_SCORE
 
 log = logging.getLogger(__name__)
@@ -148,7 +148,7 @@ ScoreFn = Callable[[list[str], list[str], str], list[tuple[float, float, float] 
 
 
 def critic_scorer(critic: Any) -> ScoreFn:
-    """A :data:`ScoreFn` around a :class:`lira.critic.Critic`."""
+    """A :data:`ScoreFn` around a :class:`lira.translation.critic.Critic`."""
 
     def score(sources: list[str], outputs: list[str], lang: str) -> list[Any]:
         return [r.scores for r in critic.score(sources, outputs, lang)]
@@ -341,21 +341,12 @@ def arca_path(cfg: RunConfig) -> Path:
     return path
 
 
-def _load_policy(translator: TranslatorConfig) -> tuple[Any, Any]:
+def _load_policy(translator: TranslatorConfig, cache_dir: str = "") -> tuple[Any, Any]:
     """(model, tokenizer) of the translator's weights, as the transformers backend loads them."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from lira.models.generators import load_causal_lm
 
-    path = resolve(translator.model)
     dtype = "auto" if torch.cuda.is_available() else torch.float32  # bf16 is slow on CPUs
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    tokenizer.padding_side = "left"
-    if tokenizer.pad_token is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
-    if getattr(model, "generation_config", None) is not None:
-        if model.generation_config.pad_token_id is None:
-            model.generation_config.pad_token_id = tokenizer.pad_token_id
-    return model, tokenizer
+    return load_causal_lm(translator.model, cache_dir, dtype=dtype)
 
 
 def grpo_config(cfg: RunConfig, out: Path, batch_size: int) -> Any:
@@ -453,13 +444,13 @@ def run_tune_translator(cfg: RunConfig, args: Namespace | None = None) -> dict[s
         arca.to("cuda")
     critic = None
     if any(getattr(tc, k) > 0 for k in ("alpha", "beta", "gamma")):
-        built = build_critic(cfg.translation.critic)
+        built = build_critic(cfg.translation.critic, cache_dir=cfg.models.cache_dir)
         if built is None:
             log.warning("critic weights > 0 but translation.critic.kind is none: neutral 5.5")
         else:
             critic = critic_scorer(built)
     reward = AnchorReward(arca, tc, critic)
-    model, tokenizer = _load_policy(base)
+    model, tokenizer = _load_policy(base, cfg.models.cache_dir)
     peft_config = None
     if tc.lora:
         peft_config = LoraConfig(

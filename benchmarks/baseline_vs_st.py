@@ -9,7 +9,8 @@ with the same batch size, maximum length, AdamW rate and gradient clipping:
 
 - ours: :class:`lira.baselines.trainer.ContrastiveTrainer`, method ``infonce`` (CLEAR's baseline
   step: in-batch InfoNCE at τ = ``clear_tau``; no mined hard negatives here, as MNRL on pairs),
-  one ``train(steps=1)`` per step;
+  one more step per ``train(steps=ours.step + 1)`` call (its AdamW: torch's fused kernel where
+  the device has one, as the ST trainer's ``adamw_torch_fused``);
 - sentence-transformers: ``SentenceTransformerTrainer`` with ``MultipleNegativesRankingLoss``
   (scale = 1/τ) on a ``datasets.Dataset`` of (anchor, positive) columns, its own data loader
   and collator (tokenisation included in its step, as ours tokenises inside its step).
@@ -30,6 +31,7 @@ from __future__ import annotations
 import argparse
 import logging
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -150,7 +152,9 @@ def main() -> None:
     r = recipe(bc, "infonce", len(examples))
     mcfg = ModelsConfig(backbone="demo:minilm", backbone_pooling="mean",
                         backbone_max_length=args.max_length)  # fmt: skip
-    ours = ContrastiveTrainer(load_backbone(mcfg), bc, "infonce", examples, corpus)
+    out = Path(tempfile.mkdtemp(prefix="baseline_vs_st-"))
+    ours = ContrastiveTrainer(bc, load_backbone(mcfg), "infonce", examples, corpus,
+                              out / "infonce", models_cfg=mcfg)  # fmt: skip
 
     st_model = SentenceTransformer(str(minilm_folder()), device=str(ours.accelerator.device))
     st_model.max_seq_length = args.max_length
@@ -186,7 +190,7 @@ def main() -> None:
         def on_step_end(self, *a, **k):
             self.st.append(time.perf_counter() - self.mark)
             t = time.perf_counter()
-            ours.train(steps=1)
+            ours.train(steps=ours.step + 1)
             self.ours.append(time.perf_counter() - t)
             self.mark = time.perf_counter()
 
@@ -195,19 +199,22 @@ def main() -> None:
         targs = SentenceTransformerTrainingArguments(
             output_dir=tmp, max_steps=total, per_device_train_batch_size=args.batch,
             learning_rate=r.lr, weight_decay=r.weight_decay, adam_beta2=r.beta2,
-            lr_scheduler_type="constant", max_grad_norm=1.0, logging_strategy="no",
+            lr_scheduler_type="constant", max_grad_norm=bc.max_grad_norm, logging_strategy="no",
             save_strategy="no", report_to="none", disable_tqdm=True, dataloader_drop_last=True,
             seed=0, use_cpu=not torch.cuda.is_available(),
         )  # fmt: skip
         st = SentenceTransformerTrainer(model=st_model, args=targs, train_dataset=ds, loss=mnrl,
                                         callbacks=[cb])  # fmt: skip
         st.train()
+    shutil.rmtree(out, ignore_errors=True)
     st_t, ours_t = cb.st[args.warmup :], cb.ours[args.warmup :]
     st_sps, ours_sps = 1 / statistics.median(st_t), 1 / statistics.median(ours_t)
 
+    kernel = "fused" if ours.opt.defaults.get("fused") else "foreach"
     print(f"data: {source}; {len(examples)} pairs")
     print(f"backbone: all-MiniLM-L6-v2 (demo:minilm, mean pooling), batch {args.batch}, max "
-          f"length {args.max_length}, AdamW lr {r.lr:g}, clip 1.0, tau {r.tau:g} = scale "
+          f"length {args.max_length}, AdamW lr {r.lr:g} ({kernel}), clip {bc.max_grad_norm:g}, "
+          f"tau {r.tau:g} = scale "
           f"{1 / r.tau:g}, {args.threads} thread(s), torch {torch.__version__}, "
           f"device {ours.accelerator.device}")  # fmt: skip
     print(f"loss on one batch of {args.batch} distinct positives (initial weights, eval mode): "

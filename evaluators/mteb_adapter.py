@@ -77,6 +77,7 @@ import numpy as np
 
 from evaluators.leaderboard import Row, write_leaderboard
 from lira.checkpoint import write_json
+from lira.encoding import Encoder
 from lira.errors import MissingFileError, UserInputError
 from lira.translation.runner import fill_store
 
@@ -145,12 +146,12 @@ def _slug(name: str) -> str:
 class MTEBEncoder:
     """mteb's ``EncoderProtocol`` over an evaluators ``encode(texts, langs, kind, batch_size)``.
 
-    ``encoder``: any model of the evaluators' protocol; ``name``: the method name (results go to
+    ``encoder``: any :class:`lira.encoding.Encoder`; ``name``: the method name (results go to
     ``results/lira__<name>/<revision>/``). See the module docstring for languages and kinds.
     """
 
     def __init__(
-        self, encoder: Any, name: str, batch_size: int = 32, revision: str = "local"
+        self, encoder: Encoder, name: str, batch_size: int = 32, revision: str = "local"
     ) -> None:
         from mteb.models.model_meta import ModelMeta, ScoringFunction
 
@@ -381,7 +382,7 @@ def _hub_layout_from_saves(configs: list[Path], out: Path) -> Path:
 
 
 def run_mteb(
-    encoders: dict[str, Any],
+    encoders: dict[str, Encoder],
     tasks: list[Any],
     out_dir: str | Path,
     batch_size: int = 32,

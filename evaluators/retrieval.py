@@ -6,9 +6,8 @@ memory is O(Q·(k + chunk)) and a 1M-document corpus fits. With ``eval.search: f
 rows are L2-normalised, so it is cosine): a flat (exact) index, or for large corpora searched
 by many queries an IVF index (spherical k-means cells, ``faiss_nprobe`` scanned per query) or
 HNSW. faiss is optional (the ``faiss`` extra); asking for it without it stops with the fix.
-:func:`ranks_of` (Max@R, Complete@K) needs the full ranking and is always exact. Metrics come
-from ``pytrec_eval`` (trec_eval's own implementations); MRR@10 is trec_eval's ``recip_rank`` on
-the run cut at 10.
+:func:`ranks_of` (Max@R, Complete@K) needs the full ranking and is always exact. The metrics
+(:func:`ir_metrics`, pytrec_eval) live in :mod:`lira.metrics`, shared with LaSR's validation.
 """
 
 from __future__ import annotations
@@ -19,10 +18,10 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pytrec_eval
 import torch
 
 from lira.config import ConfigError
+from lira.metrics import MEASURES, ir_metrics  # noqa: F401 (re-exported: moved to lira.metrics)
 
 if TYPE_CHECKING:
     from lira.config import EvalConfig
@@ -31,15 +30,6 @@ log = logging.getLogger(__name__)
 
 FAISS_REQUIREMENT = "faiss-cpu==1.15.1"
 """The faiss build the ``faiss`` extra pins (and ``scripts/setup.sh --dev`` installs)."""
-
-# metric name -> (trec_eval measure to request, key in its results, run depth it needs)
-MEASURES = {
-    "ndcg@1": ("ndcg_cut.1", "ndcg_cut_1", 1),
-    "ndcg@10": ("ndcg_cut.10", "ndcg_cut_10", 10),
-    "mrr@10": ("recip_rank", "recip_rank", 10),
-    "recall@10": ("recall.10", "recall_10", 10),
-    "recall@100": ("recall.100", "recall_100", 100),
-}
 
 
 def search(
@@ -186,19 +176,3 @@ def run_from_search(
         q: {doc_ids[j]: float(s) for s, j in zip(scores[r], idx[r]) if j >= 0}
         for r, q in enumerate(query_ids)
     }
-
-
-def ir_metrics(
-    run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]], metrics: Sequence[str]
-) -> dict[str, dict[str, float]]:
-    """Per-query values {metric: {qid: value}} of nDCG@k / MRR@10 / Recall@k via pytrec_eval."""
-    unknown = [m for m in metrics if m not in MEASURES]
-    if unknown:
-        raise ValueError(f"unknown metrics {unknown}; known {sorted(MEASURES)}")
-    out: dict[str, dict[str, float]] = {}
-    for m in metrics:
-        request, key, depth = MEASURES[m]
-        cut = {q: dict(sorted(r.items(), key=lambda kv: -kv[1])[:depth]) for q, r in run.items()}
-        res = pytrec_eval.RelevanceEvaluator(qrels, {request}).evaluate(cut)
-        out[m] = {q: 100.0 * float(v[key]) for q, v in res.items()}
-    return out

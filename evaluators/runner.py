@@ -1,8 +1,8 @@
 """Evaluate encoders on the scenarios of a parallel retrieval set (``lira eval``).
 
-An encoder is anything with ``encode(texts, langs=None, kind="query"|"document",
-batch_size=32) -> np.ndarray`` (rows L2-normalised): a Backbone, a baseline checkpoint, a
-LiRAModel. Every text is encoded once per method (embeddings cached by (kind, id)).
+An encoder is a :class:`lira.encoding.Encoder`: ``encode(texts, langs=None,
+kind="query"|"document", batch_size=32) -> np.ndarray`` (rows L2-normalised): a Backbone, a
+baseline checkpoint, a LiRAModel or one of its components. Every text is encoded once per method (embeddings cached by (kind, id)).
 Single-reference scenarios report cfg.metrics (+ nDCG@1 for the paper-003 ones); Multi reports
 Complete@10, Max@R and Max@R_norm (per-query form; the from-mean form is added as
 ``max@r_norm(mean)``). Every value comes with a bootstrap 95% interval over queries, per
@@ -34,7 +34,7 @@ import numpy as np
 from evaluators.bootstrap import bootstrap_ci
 from evaluators.inclination import max_at_r_norm, max_at_r_norm_from_mean
 from evaluators.leaderboard import Row, write_leaderboard
-from evaluators.retrieval import ir_metrics, ranks_of, run_from_search, search
+from evaluators.retrieval import ranks_of, run_from_search, search
 from evaluators.scenarios import Scenario, build_scenarios
 from lasr.model import CONFIG_NAME, LiRAModel
 from lira.baselines.trainer import load_baseline
@@ -43,7 +43,9 @@ from lira.config import ConfigError, EvalConfig, RunConfig
 from lira.data.splits import load_splits
 from lira.data.types import Record, RetrievalData
 from lira.data.xquad_r import XQuADR
+from lira.encoding import Encoder
 from lira.errors import MissingFileError
+from lira.metrics import ir_metrics
 from lira.models import load_backbone
 
 log = logging.getLogger(__name__)
@@ -53,7 +55,7 @@ PAPER_003 = ("multi-1", "mono-same", "mono-cross")
 class EmbeddingCache:
     """Encodes each (kind, record id) once for one encoder."""
 
-    def __init__(self, encoder: Any, batch_size: int) -> None:
+    def __init__(self, encoder: Encoder, batch_size: int) -> None:
         self.encoder = encoder
         self.batch_size = batch_size
         self.vectors: dict[tuple[str, str], np.ndarray] = {}
@@ -104,7 +106,7 @@ def scenario_values(
 
 
 def evaluate_encoders(
-    encoders: dict[str, Any],
+    encoders: dict[str, Encoder],
     dataset: XQuADR,
     qids: list[str],
     languages: list[str],
@@ -156,7 +158,7 @@ def english_gaps(rows: list[Row]) -> list[Row]:
 
 
 def evaluate_retrieval(
-    encoders: dict[str, Any], data: RetrievalData, cfg: EvalConfig, task: str
+    encoders: dict[str, Encoder], data: RetrievalData, cfg: EvalConfig, task: str
 ) -> list[Row]:
     """Rows per query language (scenario ``task``): that language's queries over the documents
     of the same language (all documents when none is in it), + the pooled language 'all'."""

@@ -214,21 +214,9 @@ def soft_ndcg_loss(
     return loss.mean()
 
 
-def hard_ndcg(scores: Tensor, labels: Tensor, k: int = 10) -> Tensor:
-    """True (sorted) nDCG@k per query for binary labels: [Q, C], [Q, C] -> [Q] (no gradient)."""
-    order = scores.argsort(dim=1, descending=True)[:, :k]  # [Q, k]
-    rel = torch.gather((labels > 0).to(torch.float64), 1, order)
-    disc = 1.0 / torch.log2(torch.arange(2, order.shape[1] + 2, dtype=torch.float64))
-    dcg = (rel * disc).sum(dim=1)
-    n_pos = (labels > 0).sum(dim=1).clamp(max=k)
-    cum = torch.cat([torch.zeros(1, dtype=torch.float64), torch.cumsum(disc, 0)])
-    return dcg / cum[n_pos.long()].clamp(min=1e-12)
-
-
 __all__ = [
     "average_ranks",
     "corr_loss",
-    "hard_ndcg",
     "pairwise_sigmoid_sum",
     "pearson",
     "soft_ndcg_loss",

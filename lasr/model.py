@@ -118,6 +118,9 @@ class LiRAModel(nn.Module):
         self.d_lr = int(arca.dim)
         self.set_head(lasr, head)
         self.missing_translations = 0
+        """Non-English texts looked up in the store without a usable translation (so far)."""
+        self.translation_lookups = 0
+        """Non-English texts looked up in the store (so far)."""
         self.cache_streams = False
         """Memoise streams per (kind, lang, text): for evaluations that encode a text for
         several models or scenarios (streams depend on the Adaptor only through selection)."""
@@ -183,6 +186,10 @@ class LiRAModel(nn.Module):
         state = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
         save_file(state, str(path / HEAD_NAME))
         self.arca.save_pretrained(path / "arca")
+
+    def use_run_cache(self, output_dir: str | Path) -> bool:
+        """Read a frozen g's embeddings from the run's cache (``<output_dir>/cache/``); True if so."""
+        return self.arca.attach_g_cache(output_dir)
 
     @classmethod
     def from_pretrained(
@@ -262,9 +269,9 @@ class LiRAModel(nn.Module):
             return chosen, translated, picked
         cands = self.candidates(texts, langs)
         rows = [i for i, c in enumerate(cands) if c]
-        self.missing_translations += sum(
-            1 for i, lang in enumerate(langs) if lang not in ("en", UNKNOWN_LANG) and not cands[i]
-        )
+        foreign = [i for i, lang in enumerate(langs) if lang not in ("en", UNKNOWN_LANG)]
+        self.translation_lookups += len(foreign)
+        self.missing_translations += sum(1 for i in foreign if not cands[i])
         if not rows:
             return chosen, translated, picked
         # c_k as the trained Actor saw it (arca.use_llm_critic / use_embedding_critic ablations)
@@ -359,6 +366,7 @@ class LiRAModel(nn.Module):
         width = {"fused": self.dim, "translation": self.d_en, "e_lr": self.d_lr}[part]
         z = torch.zeros(len(texts), width)
         dev = next(self.head.parameters()).device
+        seen = (self.missing_translations, self.translation_lookups)
         for s in range(0, len(texts), chunk):
             idx = order[s : s + chunk]
             sub, sub_langs = [texts[i] for i in idx], [langs[i] for i in idx]
@@ -372,7 +380,24 @@ class LiRAModel(nn.Module):
                 out = self.net(st.e_en.to(dev), st.g_bins.to(dev), st.feats.to(dev)).float().cpu()
             z[idx] = out
         self.net.train(was_training)
+        missing = self.missing_translations - seen[0]
+        if missing:
+            log.warning("%s", self.untranslated_note(missing, self.translation_lookups - seen[1]))
         return z.numpy() if convert_to_numpy else z
+
+    def untranslated_note(self, missing: int, total: int) -> str:
+        """The warning that ``missing`` of ``total`` non-English texts had no stored
+        translation and were embedded untranslated, naming the store and the fix."""
+        where = (
+            f"store {self.store.path}"
+            if _store_path(self.store)
+            else "the model has no translation store"
+        )
+        return (
+            f"{missing} of {total} non-English texts have no stored translation ({where}); "
+            "they are embedded untranslated. Run `lira translate CONFIG` to fill the store (or "
+            "load the model with online=True to translate them on the fly)"
+        )
 
     def component(self, part: str) -> ComponentEncoder:
         """An encoder of one component (``translation`` or ``e_lr``) for leaderboards."""

@@ -45,7 +45,7 @@ from accelerate import Accelerator
 from torch import Tensor
 
 from lasr.fusion import LaSRNet, pack
-from lasr.losses import corr_loss, hard_ndcg, soft_ndcg_loss
+from lasr.losses import corr_loss, soft_ndcg_loss
 from lasr.model import LiRAModel, Streams
 from lasr.queues import CorrQueue, DocQueue
 from lira.checkpoint import (
@@ -62,6 +62,7 @@ from lira.checkpoint import (
     run_fingerprint,
     save_state,
     set_rng_state,
+    state_mismatch,
     step_dir,
     step_of,
     translation_fields,
@@ -71,6 +72,7 @@ from lira.checkpoint import (
 from lira.config import LaSRConfig, RunConfig
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
+from lira.metrics import ndcg_at_k, sts_correlations
 from lira.models import is_trainable
 from lira.training import log_metrics, make_accelerator
 from lira.translation.runner import store_path
@@ -210,15 +212,18 @@ def evaluate_retrieval(
     k: int,
     cfg: LaSRConfig,
 ) -> dict[str, float]:
-    """True nDCG@k (pytrec_eval-equivalent, binary) and 1 − soft nDCG@k over each query's
-    same-language corpus, for the queries of ``qbank`` that have judgements."""
+    """True nDCG@k (:func:`lira.metrics.ndcg_at_k`, pytrec_eval, binary gains) and 1 − soft
+    nDCG@k over each query's same-language corpus, for the queries of ``qbank`` that have
+    judgements."""
     net.eval()
     zq = embed_rows(net, qbank.streams)  # [Q, d]
     zd = embed_rows(net, dbank.streams)  # [D, d]
     by_lang: dict[str, list[int]] = {}
     for j, lang in enumerate(dbank.langs):
         by_lang.setdefault(lang, []).append(j)
-    true, soft = [], []
+    run: dict[str, dict[str, float]] = {}
+    binary: dict[str, dict[str, int]] = {}
+    soft = []
     for qi, qid in enumerate(qbank.keys):
         rel = qrels.get(qid, {})
         # candidates: the corpus of the language of the query's relevant documents
@@ -228,12 +233,15 @@ def evaluate_retrieval(
             continue
         s = (zq[qi : qi + 1] @ zd[cols].T).float()  # [1, C]
         y = torch.tensor([[1.0 if rel.get(dbank.keys[j], 0) > 0 else 0.0 for j in cols]])
-        true.append(float(hard_ndcg(s, y, k)[0]))
+        run[qid] = {dbank.keys[j]: float(v) for j, v in zip(cols, s[0].tolist())}
+        binary[qid] = {dbank.keys[j]: 1 for j, v in zip(cols, y[0].tolist()) if v > 0}
         soft.append(
             float(soft_ndcg_loss(s, y, k=k, tau=cfg.tau, tau_k=cfg.tau_k, safe_negatives=False))
         )
-    if not true:
+    if not run:
         raise ValueError("evaluate_retrieval: no query has a judged document in the corpus")
+    per_query = ndcg_at_k(run, {q: r for q, r in binary.items() if r}, k)
+    true = [per_query.get(q, 0.0) for q in run]  # no relevant candidate: 0
     return {
         f"ndcg@{k}": float(np.mean(true)),
         f"soft_ndcg_loss@{k}": float(np.mean(soft)),
@@ -243,19 +251,13 @@ def evaluate_retrieval(
 
 @torch.no_grad()
 def evaluate_pairs(net: LaSRNet, bank: StreamBank, pairs: PairData) -> dict[str, float]:
-    """Pearson and Spearman (scipy) of cosine predictions against gold pair scores."""
-    from scipy import stats
-
+    """Pearson and Spearman (:func:`lira.metrics.sts_correlations`, scipy; not x100) of cosine
+    predictions against gold pair scores."""
     net.eval()
     k1, k2 = pair_keys(pairs)
     pred = (embed_rows(net, bank.rows(k1)) * embed_rows(net, bank.rows(k2))).sum(-1)
-    pred = pred.double().numpy()
     gold = np.asarray(pairs.scores, dtype=np.float64)
-    return {
-        "pearson": float(stats.pearsonr(pred, gold).statistic),
-        "spearman": float(stats.spearmanr(pred, gold).statistic),
-        "pairs": len(gold),
-    }
+    return {**sts_correlations(pred.double().numpy(), gold, scale=1.0), "pairs": len(gold)}
 
 
 class LaSRTrainer:
@@ -585,11 +587,7 @@ class LaSRTrainer:
             self.evals = list(state.get("evals", []))
             self.nonfinite_steps = int(state.get("nonfinite_steps", 0))
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
-            raise CheckpointError(
-                f"{last}: the LaSR trainer state does not fit this model ({type(e).__name__}: "
-                f"{str(e)[:200]}); delete this checkpoint to resume from the previous one, or "
-                "run without --resume"
-            ) from None
+            raise state_mismatch(last, "LaSR", e) from None
         self._resumed = True
         log.info("lasr: resumed from %s (step %d)", last, self.step)
         return True
@@ -680,8 +678,12 @@ def run_lasr(
         "after": after,
         "evals": trainer.evals,
         "missing_translations": model.missing_translations,
+        "translation_lookups": model.translation_lookups,
         "ablations": ablation_switches(model.arca.arca_cfg, lc),
     }
+    if model.missing_translations:
+        log.warning("LaSR: %s", model.untranslated_note(model.missing_translations,
+                                                        model.translation_lookups))  # fmt: skip
     if trainer.acc.is_main_process:
         trainer.root.mkdir(parents=True, exist_ok=True)
         write_json(trainer.root / "metrics.json", summary)

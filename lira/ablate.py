@@ -161,7 +161,7 @@ def evaluate_lira(cfg: RunConfig, model_dir: Path) -> dict[str, Any]:
 
     splits = load_splits(cfg.data)
     model = LiRAModel.from_pretrained(model_dir)
-    model.arca.attach_g_cache(cfg.output_dir)
+    model.use_run_cache(cfg.output_dir)
     model.cache_streams = True
     cache = EmbeddingCache(model, cfg.eval.batch_size)
     values: dict[str, dict[str, dict[str, list]]] = {}

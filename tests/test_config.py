@@ -185,7 +185,47 @@ def test_config_error_is_a_user_error():
 
 
 def test_eval_metric_names_match_the_evaluator():
-    from evaluators.retrieval import MEASURES
     from lira.config import EVAL_METRICS
+    from lira.metrics import MEASURES
 
     assert set(EVAL_METRICS) == set(MEASURES)
+
+
+@pytest.mark.parametrize(
+    "store", ["../translations.sqlite", "../../etc/passwd", "a/../../x.sqlite", "sub/..", ".", ""]
+)
+def test_relative_store_paths_may_not_leave_output_dir(store):
+    """translation.store is read relative to output_dir: '..' out of it (or the folder itself)
+    is refused at load, naming the key and the fix."""
+    with pytest.raises(ConfigError, match=r"translation\.store.*(output_dir|empty)") as e:
+        load_config(None, [f"translation.store={store!r}"])
+    assert "\n" not in str(e.value)
+
+
+def test_store_paths_inside_output_dir_or_absolute_are_accepted(tmp_path, caplog):
+    import logging
+
+    from lira.translation.runner import store_path
+
+    out = tmp_path / "run"
+    for store in ("t.sqlite", "./sub/t.sqlite", "a/../t.sqlite"):
+        cfg = load_config(None, [f"output_dir={out}", f"translation.store={store}"])
+        assert store_path(cfg).resolve().is_relative_to(out.resolve()), store
+    elsewhere = tmp_path / "shared" / "t.sqlite"  # absolute: explicit, used as is, and logged
+    cfg = load_config(None, [f"output_dir={out}", f"translation.store={elsewhere}"])
+    with caplog.at_level(logging.INFO, logger="lira.translation.runner"):
+        assert store_path(cfg) == elsewhere
+        assert store_path(cfg) == elsewhere
+    logged = [r.getMessage() for r in caplog.records if str(elsewhere) in r.getMessage()]
+    assert len(logged) == 1 and "absolute" in logged[0]
+
+
+def test_cli_refuses_a_store_outside_output_dir_in_one_line(tmp_path, capsys):
+    from lira.cli import main
+
+    code = main(["translate", str(ROOT / "configs" / "demo.yaml"), "--output-dir",
+                 str(tmp_path / "o"), "translation.store=../../outside.sqlite"])  # fmt: skip
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err.startswith("lira: config key 'translation.store'"), err
+    assert "\n" not in err and "absolute path" in err
+    assert not (tmp_path / "outside.sqlite").exists() and not (tmp_path / "o").exists()

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from lira.config import CriticConfig
-from lira.critic import SCORE_SCHEMA, CriticParseError, build_critic, parse_scores
+from lira.translation.critic import SCORE_SCHEMA, CriticParseError, build_critic, parse_scores
 
 PAIRS = [
     ("Der Hund schläft im Garten.", "The dog sleeps in the garden."),

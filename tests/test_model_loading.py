@@ -176,6 +176,15 @@ def test_backbone_dtype_from_config(models_config):
 
 
 # ----------------------------------------------------------------------------- encoder g
+def test_encoder_dtype_overrides_dtype_for_g_only(models_config):
+    """models.encoder_dtype: g trained in full keeps fp32 weights while h is bf16 (App. C)."""
+    bf16 = dataclasses.replace(models_config, dtype="bfloat16")
+    assert next(load_encoder(bf16).parameters()).dtype == torch.bfloat16
+    mixed = dataclasses.replace(bf16, encoder_dtype="float32")
+    assert next(load_encoder(mixed).parameters()).dtype == torch.float32
+    assert next(load_backbone(mixed).parameters()).dtype == torch.bfloat16
+
+
 def test_mt5_encoder_has_no_decoder_and_trains(models_config):
     enc = load_encoder(models_config)
     assert isinstance(enc, TokenEncoder)

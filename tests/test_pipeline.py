@@ -135,3 +135,44 @@ def test_pending_failures_rerun_the_stage_and_bad_markers_do_not_crash(tmp_path,
     assert calls[-1] == "arca"
     summary = (tmp_path / "run_summary.json").read_text()
     assert "NaN" not in summary
+
+
+def _tree(folder) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file()}  # fmt: skip
+
+
+@pytest.mark.slow
+def test_run_resume_after_a_config_change_refuses_naming_stage_keys_and_fix(
+    tmp_path, models_config, capsys
+):
+    """`lira run --resume` with a changed Arca key: one line naming the stage, the changed key
+    and the fixes; the finished stage's outputs, its marker and config.yaml stay as they were.
+    With the old config, --resume skips every finished stage."""
+    from lira.cli import main
+    from lira.config import load_config, save_config
+
+    out = tmp_path / "out"
+    cfg = _config(out, models_config)
+    cfg.stages = ["translate", "arca"]
+    _import_machine_translations(cfg)
+    save_config(cfg, tmp_path / "run.yaml")
+    run = ["run", str(tmp_path / "run.yaml")]
+    assert main(run) == 0
+    arca, markers = _tree(out / "arca"), _tree(out / "stages")
+    record = (out / "config.yaml").read_text()
+    capsys.readouterr()
+
+    assert main([*run, "--resume", "arca.actor_lr=0.001"]) == 1
+    stderr = capsys.readouterr().err
+    err = stderr.strip().splitlines()[-1]  # above it: the models' loading progress bars
+    assert err.startswith("lira: stage arca: cannot resume Arca") and "Traceback" not in stderr
+    assert "arca.actor_lr: 0.0001 -> 0.001" in err, err
+    assert "without --resume" in err and "--output-dir" in err, err
+    assert _tree(out / "arca") == arca and _tree(out / "stages") == markers
+    assert (out / "config.yaml").read_text() == record
+    assert load_config(out / "config.yaml").arca.actor_lr == 1e-4
+
+    assert main([*run, "--resume"]) == 0
+    summary = json.loads((out / "run_summary.json").read_text())["stages"]
+    assert summary == {"translate": "skipped", "arca": "skipped"}

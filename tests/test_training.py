@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import inspect
 
 import pytest
 from accelerate import Accelerator
 from accelerate.tracking import GeneralTracker
 
-from lira.config import ConfigError
-from lira.training import log_metrics, make_accelerator
+from lira.config import BaselinesConfig, ConfigError, DataConfig, RunConfig
+from lira.training import adamw_kwargs, log_metrics, make_accelerator
 
 
 class Recorder(GeneralTracker):
@@ -51,3 +53,70 @@ def test_no_tracker_by_default(tmp_path):
 def test_a_missing_tracker_package_is_a_config_error_naming_the_key(tmp_path):
     with pytest.raises(ConfigError, match=r"lasr\.report_to.*pip install tensorboard"):
         make_accelerator("lasr", "tensorboard", tmp_path)
+
+
+def _trainers() -> list[type]:
+    from arca.trainer import ArcaTrainer
+    from lasr.trainer import LaSRTrainer
+    from lira.baselines.trainer import ContrastiveTrainer
+
+    return [ArcaTrainer, LaSRTrainer, ContrastiveTrainer]
+
+
+@pytest.mark.parametrize("trainer", _trainers(), ids=lambda c: c.__name__)
+def test_every_trainer_has_the_one_contract(trainer):
+    """XTrainer(cfg, model, ..., output_dir); train(resume=False); finalize() -> Path."""
+    init = inspect.signature(trainer.__init__).parameters
+    assert list(init)[1:3] == ["cfg", "model"] and "output_dir" in init
+    train = list(inspect.signature(trainer.train).parameters.values())
+    assert train[1].name == "resume" and train[1].default is False
+    assert "Path" in str(inspect.signature(trainer.finalize).return_annotation)
+
+
+def test_the_baseline_optimizer_is_fused_or_foreach():
+    assert adamw_kwargs("cpu") in ({"fused": True}, {"foreach": True})
+
+
+@pytest.mark.slow
+def test_the_baseline_trainer_honours_report_to_and_max_grad_norm(models_config, tmp_path):
+    """baselines.report_to picks the tracker (make_accelerator), the loss reaches it through
+    log_metrics, gradients are clipped at baselines.max_grad_norm, finalize writes the folder."""
+    from lira.baselines.trainer import ContrastiveTrainer, _splits, build_examples
+    from lira.models import load_backbone
+
+    bc = BaselinesConfig(steps=3, batch_size=4, lr=1e-3, clear_negatives=0, max_grad_norm=0.25)
+    cfg = RunConfig(output_dir=str(tmp_path), models=models_config, baselines=bc,
+                    data=DataConfig(train_languages=["de"], max_train_queries=8))  # fmt: skip
+    parallel, retrieval, _ = _splits(cfg)
+    examples, backbone = build_examples(parallel, retrieval), load_backbone(cfg.models)
+
+    def trainer(bc: BaselinesConfig, **kw) -> ContrastiveTrainer:
+        return ContrastiveTrainer(bc, backbone, "infonce", examples, retrieval.corpus,
+                                  tmp_path / "infonce", models_cfg=cfg.models, **kw)  # fmt: skip
+
+    tb = dataclasses.replace(bc, report_to="tensorboard")
+    if importlib.util.find_spec("tensorboard") is None:
+        with pytest.raises(ConfigError, match=r"baselines\.report_to.*pip install tensorboard"):
+            trainer(tb)
+    else:
+        assert [t.name for t in trainer(tb).accelerator.trackers] == ["tensorboard"]
+    assert not trainer(bc).accelerator.trackers  # report_to: none
+
+    rec = Recorder()
+    acc = Accelerator(cpu=True, log_with=[rec])
+    acc.init_trackers("test")
+    clips: list[float] = []
+    real_clip = acc.clip_grad_norm_
+
+    def clip(params, max_norm, *a, **kw):
+        clips.append(max_norm)
+        return real_clip(params, max_norm, *a, **kw)
+
+    acc.clip_grad_norm_ = clip
+    t = trainer(bc, accelerator=acc)
+    assert t.train() == t.history and t.step == 3
+    assert [step for _, step in rec.rows] == [1, 3]  # every 10th step and the last
+    assert all(set(row) == {"loss", "lr"} for row, _ in rec.rows)
+    assert clips == [0.25] * 3
+    path = t.finalize()
+    assert path == tmp_path / "infonce" and (path / "lira_baseline.json").is_file()

@@ -231,20 +231,22 @@ class MergingMethod(BaselineMethod):
         if bc.merging_partner == "mono":
             todo.append(("en-en-en", composition(english_rows(examples), "en")))
         guide = load_backbone(cfg.models).eval().requires_grad_(False)  # the frozen base model
+        fingerprint = baseline_fingerprint(cfg, "merging")
         parts: dict[str, Any] = {}
         models, first = [], None
         for name, comp in todo:
             set_seed(bc.seed)
+            part_dir = out.parent / "merging-parts" / name
             trainer = ContrastiveTrainer(
-                load_backbone(cfg.models), bc, "gist", examples, [], composition=comp, guide=guide
-            )
+                bc, load_backbone(cfg.models), "gist", examples, [], part_dir,
+                models_cfg=cfg.models, fingerprint=fingerprint, composition=comp, guide=guide,
+            )  # fmt: skip
             fixed = fixed_batches(trainer, bc.seed)
             before = trainer.measure(fixed)
             trainer.train()
-            model = trainer.finish()
+            trainer.finalize({"composition": name})
+            model = trainer.backbone
             after = trainer.measure(fixed)
-            part_dir = out.parent / "merging-parts" / name
-            save_baseline(model, part_dir, cfg.models, {"method": "gist", "composition": name})
             parts[name] = train_stats(trainer, before, after, part_dir)
             models.append(model)
             first = first or (trainer, fixed)
@@ -260,7 +262,7 @@ class MergingMethod(BaselineMethod):
         partner_name = "en-en-en" if bc.merging_partner == "mono" else "base"
         save_baseline(merged, out, cfg.models, {
             "method": "merging", "weights": bc.merging_weights, "parts": [todo[0][0], partner_name],
-        }, baseline_fingerprint(cfg, "merging"))  # fmt: skip
+        }, fingerprint)  # fmt: skip
         first_part = parts[todo[0][0]]
         return {
             "loss_before": first_part["loss_before"],

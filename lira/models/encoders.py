@@ -283,7 +283,8 @@ def load_encoder(cfg: ModelsConfig) -> nn.Module:
     tokenizer = load_tokenizer(path, cfg.encoder, "mt5")
     config = from_pretrained(AutoConfig, path, cfg.encoder, "mt5")
     cls = getattr(transformers, T5_ENCODERS.get(config.model_type, ""), None) or AutoModel
-    model = from_pretrained(cls, path, cfg.encoder, "mt5", dtype=torch_dtype(cfg.dtype))
+    dtype = torch_dtype(cfg.encoder_dtype or cfg.dtype)
+    model = from_pretrained(cls, path, cfg.encoder, "mt5", dtype=dtype)
     if getattr(model.config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
         model = model.get_encoder()  # a seq2seq model loaded with AutoModel: keep the encoder
     encoder = TokenEncoder(model, tokenizer, max_length=cfg.encoder_max_length, name=cfg.encoder)

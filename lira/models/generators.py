@@ -1,4 +1,11 @@
-"""Generative models: causal LMs (translators, critic, reasoning) and seq2seq MT models."""
+"""Generative models: causal LMs (translators, critic, reasoning) and seq2seq MT models.
+
+The translator pool's transformers backend, the critic, ``lira tune-translator`` and the
+reasoning stage all load their LMs here, so ``models.cache_dir``, the demo aliases and the
+local-folder rules of :func:`~lira.models.loading.resolve_path` hold for every one of them.
+A peft adapter folder (``adapter_config.json``, e.g. an unmerged ``lira tune-translator``
+output) loads as its base model wrapped with the adapter.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +16,26 @@ from torch import nn
 
 from lira.models.loading import (
     from_pretrained,
+    load_config,
     load_tokenizer,
     resolve_path,
     torch_dtype,
     with_pad_token,
 )
+
+
+def _pad_generation(model: nn.Module, tokenizer: Any) -> None:
+    """Give the model's generation config the tokenizer's pad id where it has none."""
+    if getattr(model, "generation_config", None) is not None:
+        if model.generation_config.pad_token_id is None:
+            model.generation_config.pad_token_id = tokenizer.pad_token_id
+
+
+def is_seq2seq(ref: str, cache_dir: str = "") -> bool:
+    """True when ``ref`` is an encoder-decoder (seq2seq MT) model, False for a causal LM."""
+    path = resolve_path(ref, cache_dir, "marian")
+    config = load_config(path, ref, "marian", cache_dir=cache_dir)
+    return bool(getattr(config, "is_encoder_decoder", False))
 
 
 def load_causal_lm(
@@ -23,12 +45,11 @@ def load_causal_lm(
     from transformers import AutoModelForCausalLM
 
     path = resolve_path(ref, cache_dir, "qwen3-lm")
-    tokenizer = with_pad_token(load_tokenizer(path, ref, "qwen3-lm"))
+    tokenizer = with_pad_token(load_tokenizer(path, ref, "qwen3-lm", cache_dir=cache_dir))
     tokenizer.padding_side = "left"
-    model = from_pretrained(AutoModelForCausalLM, path, ref, "qwen3-lm", dtype=torch_dtype(dtype))
-    if getattr(model, "generation_config", None) is not None:
-        if model.generation_config.pad_token_id is None:
-            model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model = from_pretrained(AutoModelForCausalLM, path, ref, "qwen3-lm", cache_dir=cache_dir,
+                            dtype=torch_dtype(dtype))  # fmt: skip
+    _pad_generation(model, tokenizer)
     return model, tokenizer
 
 
@@ -39,9 +60,8 @@ def load_seq2seq(
     from transformers import AutoModelForSeq2SeqLM
 
     path = resolve_path(ref, cache_dir, "marian")
-    tokenizer = with_pad_token(load_tokenizer(path, ref, "marian"))
-    model = from_pretrained(AutoModelForSeq2SeqLM, path, ref, "marian", dtype=torch_dtype(dtype))
-    if getattr(model, "generation_config", None) is not None:
-        if model.generation_config.pad_token_id is None:
-            model.generation_config.pad_token_id = tokenizer.pad_token_id
+    tokenizer = with_pad_token(load_tokenizer(path, ref, "marian", cache_dir=cache_dir))
+    model = from_pretrained(AutoModelForSeq2SeqLM, path, ref, "marian", cache_dir=cache_dir,
+                            dtype=torch_dtype(dtype))  # fmt: skip
+    _pad_generation(model, tokenizer)
     return model.eval(), tokenizer

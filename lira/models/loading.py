@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from lira.demo import NAMES as DEMO_NAMES
 from lira.demo import resolve_model
+from lira.errors import MissingFileError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 POOLINGS = ("mean", "cls", "last")
@@ -84,7 +85,7 @@ def resolve_path(ref: str, cache_dir: str = "", suggest: str = "minilm") -> str:
             )
         return str(local)
     if _looks_local(path):
-        raise FileNotFoundError(
+        raise MissingFileError(
             f"model folder {local} does not exist; pass an existing folder, a hub id, or a "
             f"locally built demo model such as demo:{suggest} "
             f"(demo models: {', '.join('demo:' + n for n in DEMO_NAMES)})"
@@ -92,15 +93,18 @@ def resolve_path(ref: str, cache_dir: str = "", suggest: str = "minilm") -> str:
     return path
 
 
-def from_pretrained(cls: Any, path: str, ref: str, suggest: str, **kwargs: Any) -> Any:
-    """``cls.from_pretrained(path)``; LoRA adapter folders load their base and wrap it."""
-    adapter = Path(path) / "adapter_config.json"
-    if adapter.is_file() and not (Path(path) / "config.json").is_file():
-        from peft import PeftModel
+def peft_base(path: str) -> str | None:
+    """The base model of a peft adapter folder (``adapter_config.json``, no ``config.json``),
+    e.g. an unmerged ``lira tune-translator`` output; None for any other reference."""
+    folder = Path(path)
+    adapter = folder / "adapter_config.json"
+    if not adapter.is_file() or (folder / "config.json").is_file():
+        return None
+    return json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path") or None
 
-        base_ref = json.loads(adapter.read_text(encoding="utf-8"))["base_model_name_or_path"]
-        base = from_pretrained(cls, resolve_path(base_ref), base_ref, suggest, **kwargs)
-        return PeftModel.from_pretrained(base, path)
+
+def _load(cls: Any, path: str, ref: str, suggest: str, **kwargs: Any) -> Any:
+    """``cls.from_pretrained(path)``, naming the fix when the hub cannot provide ``ref``."""
     try:
         return cls.from_pretrained(path, **kwargs)
     except OSError as e:
@@ -112,11 +116,39 @@ def from_pretrained(cls: Any, path: str, ref: str, suggest: str, **kwargs: Any) 
         ) from e
 
 
-def load_tokenizer(path: str, ref: str, suggest: str, **kwargs: Any) -> Any:
-    """``AutoTokenizer`` of a resolved path, with the same clear errors as the model."""
+def from_pretrained(
+    cls: Any, path: str, ref: str, suggest: str, *, cache_dir: str = "", **kwargs: Any
+) -> Any:
+    """``cls.from_pretrained(path)``; a peft adapter folder loads its base and wraps it."""
+    base_ref = peft_base(path)
+    if base_ref is None:
+        return _load(cls, path, ref, suggest, **kwargs)
+    from peft import PeftModel
+
+    base_path = resolve_path(base_ref, cache_dir, suggest)
+    base = from_pretrained(cls, base_path, base_ref, suggest, cache_dir=cache_dir, **kwargs)
+    return PeftModel.from_pretrained(base, path)
+
+
+def load_config(path: str, ref: str, suggest: str, *, cache_dir: str = "") -> Any:
+    """``AutoConfig`` of a resolved path (of a peft adapter folder: its base model's)."""
+    from transformers import AutoConfig
+
+    base_ref = peft_base(path)
+    if base_ref is not None:
+        path, ref = resolve_path(base_ref, cache_dir, suggest), base_ref
+    return _load(AutoConfig, path, ref, suggest)
+
+
+def load_tokenizer(path: str, ref: str, suggest: str, *, cache_dir: str = "", **kwargs: Any) -> Any:
+    """``AutoTokenizer`` of a resolved path, with the same clear errors as the model; a peft
+    adapter folder without tokenizer files gives its base model's."""
     from transformers import AutoTokenizer
 
-    return from_pretrained(AutoTokenizer, path, ref, suggest, **kwargs)
+    base_ref = peft_base(path)
+    if base_ref is not None and not (Path(path) / "tokenizer_config.json").is_file():
+        path, ref = resolve_path(base_ref, cache_dir, suggest), base_ref
+    return _load(AutoTokenizer, path, ref, suggest, **kwargs)
 
 
 def with_pad_token(tokenizer: Any) -> Any:

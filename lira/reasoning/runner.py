@@ -116,7 +116,9 @@ def run_reason(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
     builder = SoftPromptBuilder(lm, tok)
     generator: SoftPromptBuilder | VLLMSoftPromptGenerator = builder
     if rc.engine == "vllm":  # the transformers model above only embeds the prompt tokens
-        generator = VLLMSoftPromptGenerator(builder, rc.llm, rc.tensor_parallel_size)
+        generator = VLLMSoftPromptGenerator(
+            builder, rc.llm, rc.tensor_parallel_size, cfg.models.cache_dir
+        )
     results: dict[str, Any] = {"rows": [], "generations": []}
     for task in rc.tasks:
         folder = rc.mgsm_path if task == "mgsm" else rc.xcsqa_path

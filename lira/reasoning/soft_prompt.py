@@ -140,10 +140,17 @@ class VLLMSoftPromptGenerator:
     LLM itself. Same prompts, same soft-token splice as :meth:`SoftPromptBuilder.generate`.
     """
 
-    def __init__(self, builder: SoftPromptBuilder, model: str, tensor_parallel_size: int = 1):
-
+    def __init__(
+        self,
+        builder: SoftPromptBuilder,
+        model: str,
+        tensor_parallel_size: int = 1,
+        cache_dir: str = "",
+    ) -> None:
         self.builder = builder
-        self.llm = vllm_engine(model, tensor_parallel_size, enable_prompt_embeds=True)
+        self.llm = vllm_engine(
+            model, tensor_parallel_size, cache_dir=cache_dir, enable_prompt_embeds=True
+        )
 
     def generate(
         self, messages: list[str], soft: torch.Tensor | None = None, max_new_tokens: int = 64

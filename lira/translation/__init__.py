@@ -1,1 +1,1 @@
-"""Translator pool, meta-text cleanup and the SQLite translation store."""
+"""Translator pool, meta-text cleanup, the LLM critic and the SQLite translation store."""

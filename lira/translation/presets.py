@@ -13,7 +13,7 @@ pass@4   LLAMA   GEMMA   QWEN    DS-R1
 ``TranslationConfig.active_translators()`` takes the first k LLMs and then the first 4-k MT
 models, so the MT list is ordered N3B, M2M, OPUS, N600 — which reproduces every row above.
 The table names model families only; the checkpoints below are our choice (the LLMs of
-LiRA-Max, §5 / D.1, and an 8B Llama), overridable through the returned config.
+LiRA-Max, §5 / D.1, and App. C.1's Llama-3.3-70B), overridable through the returned config.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ M2M_CODES: dict[str, str] = {k: k for k in NLLB_CODES}
 """M2M100 uses ISO 639-1 codes."""
 
 LLMS: list[tuple[str, str]] = [
-    ("llama", "meta-llama/Llama-3.1-8B-Instruct"),
+    ("llama", "meta-llama/Llama-3.3-70B-Instruct"),
     ("gemma", "google/gemma-2-27b-it"),
     ("qwen", "Qwen/Qwen3-32B"),
     ("ds-r1", "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B"),

@@ -42,7 +42,7 @@ import dataclasses
 import logging
 import time
 from argparse import Namespace
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -50,12 +50,12 @@ from tqdm.auto import tqdm
 
 from lira.checkpoint import write_json
 from lira.config import RunConfig, TranslationConfig, TranslatorConfig
-from lira.critic import build_critic, critic_id
 from lira.data.splits import load_splits
 from lira.data.xquad_r import plain_qid
 from lira.errors import MissingFileError, UserInputError
 from lira.prompts import language_name
 from lira.translation.cleanup import clean_translation
+from lira.translation.critic import build_critic, critic_id
 from lira.translation.shards import (
     Shard,
     find_shard_stores,
@@ -74,10 +74,21 @@ LEASE_POLL_S = 0.5
 """How often a process re-checks texts another process has leased."""
 
 
+_ANNOUNCED_STORES: set[str] = set()
+"""Absolute store paths already logged (each once per process)."""
+
+
 def store_path(cfg: RunConfig) -> Path:
-    """The store file: ``translation.store``, relative paths inside ``output_dir``."""
-    p = Path(cfg.translation.store)
-    return p if p.is_absolute() else Path(cfg.output_dir) / p
+    """The store file: ``translation.store``, relative paths inside ``output_dir`` (the config
+    refuses one that leaves it); an absolute path is used as given and logged once."""
+    p = Path(cfg.translation.store).expanduser()
+    if not p.is_absolute():
+        return Path(cfg.output_dir) / p
+    if str(p) not in _ANNOUNCED_STORES:
+        _ANNOUNCED_STORES.add(str(p))
+        log.info("translation.store %s is an absolute path: used as given, wherever it is "
+                 "(relative paths are inside output_dir %s)", p, cfg.output_dir)  # fmt: skip
+    return p
 
 
 def group_sources(sources: Any) -> dict[str, list[str]]:
@@ -195,10 +206,12 @@ def _translate_one(
     tc: TranslationConfig,
     stats: dict[str, Any],
     progress: tqdm,
+    cache_dir: str = "",
 ) -> None:
     """Generate the missing rows of one translator; failures are recorded, never raised.
 
     Texts are leased chunk by chunk, so several processes on one store split the work.
+    ``cache_dir`` (``models.cache_dir``) is where the backend finds demo models.
     """
     keys = {
         lang: {t: key_for(t, lang, tcfg) for t in dict.fromkeys(texts)}
@@ -229,7 +242,7 @@ def _translate_one(
             if not loaded:  # only a process that got work loads the model
                 loaded = True
                 try:
-                    backend = build_translator(tcfg)
+                    backend = build_translator(tcfg, cache_dir)
                 except Exception as e:
                     load_error = f"translator failed to load: {type(e).__name__}: {e}"
                     log.error("%s: %s", tcfg.name, load_error)
@@ -275,6 +288,7 @@ def _score(
     tc: TranslationConfig,
     translators: list[TranslatorConfig],
     by_lang: dict[str, list[str]],
+    cache_dir: str = "",
 ) -> dict[str, Any]:
     """Run the critic on ok rows it has not scored yet, or whose scoring failed; its stats.
 
@@ -315,7 +329,7 @@ def _score(
         todo_keys = [it[0] for _, it in todo]
         for idx in _leased(store, todo_keys, _CRITIC_STATE, before, chunk, "critic", elsewhere):
             part = [todo[j] for j in idx]
-            critic = critic or build_critic(tc.critic)
+            critic = critic or build_critic(tc.critic, cache_dir=cache_dir)
             updates = []
             for lang in dict.fromkeys(lang for lang, _ in part):
                 items = [it for lg, it in part if lg == lang]
@@ -376,8 +390,8 @@ def fill_store(
                     )  # fmt: skip
                 continue
             with tqdm(total=n_unique, desc=f"translate[{tcfg.name}]", unit="text") as bar:
-                _translate_one(store, tcfg, by_lang, tc, stats, bar)
-        summary["critic"] = _score(store, tc, active, by_lang)
+                _translate_one(store, tcfg, by_lang, tc, stats, bar, cfg.models.cache_dir)
+        summary["critic"] = _score(store, tc, active, by_lang, cfg.models.cache_dir)
     finally:
         if own:
             store.close()
@@ -580,8 +594,3 @@ def run_translate(cfg: RunConfig, args: Namespace | None = None) -> dict[str, An
         summary["generated"], summary["reused"], summary["failed"], summary["seconds"],
     )  # fmt: skip
     return summary
-
-
-def sources_from_texts(texts: Iterable[str], lang: str) -> dict[str, list[str]]:
-    """{lang: texts} — the simplest ``sources`` argument of :func:`fill_store`."""
-    return {lang: list(texts)}

@@ -30,8 +30,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from lira.config import TranslatorConfig
-from lira.demo import resolve_model
-from lira.errors import MissingFileError
 from lira.prompts import translation_prompt
 
 log = logging.getLogger(__name__)
@@ -49,22 +47,6 @@ class Translation:
     def ok(self) -> bool:
         """True when a text was produced."""
         return self.error is None and self.raw is not None
-
-
-def resolve(ref: str) -> str:
-    """A model reference (``demo:<name>``, hub id or folder) as a loadable path.
-
-    A reference written as a local path (``/…``, ``./…``, ``../…``, ``~/…``) that does not
-    exist raises MissingFileError naming it (instead of a hub lookup of a path).
-    """
-    if ref.startswith("demo:"):
-        return resolve_model(ref, os.environ.get("LIRA_CACHE", ""))
-    if ref.startswith(("/", "./", "../", "~")) and not os.path.exists(os.path.expanduser(ref)):
-        raise MissingFileError(
-            f"model folder {ref} does not exist; fix the path in the config, or use a hub id "
-            "(org/name) or demo:<name>"
-        )
-    return os.path.expanduser(ref) if ref.startswith("~") else ref
 
 
 def _default_dtype_for(device: str) -> Any:
@@ -96,42 +78,26 @@ def _per_item(fn: Callable[[list[str]], list[str]], texts: list[str]) -> list[Tr
 
 
 # ------------------------------------------------------------------------------ transformers
-def peft_base(path: str) -> str | None:
-    """The base model of a peft adapter folder (``adapter_config.json``, no ``config.json``),
-    e.g. an unmerged ``lira tune-translator`` output; None for any other reference. Such a
-    folder loads with ``AutoModelForCausalLM.from_pretrained`` (base + adapter)."""
-    adapter = os.path.join(path, "adapter_config.json")
-    if not os.path.isfile(adapter) or os.path.isfile(os.path.join(path, "config.json")):
-        return None
-    with open(adapter, encoding="utf-8") as f:
-        return json.load(f).get("base_model_name_or_path") or None
-
-
 class TransformersTranslator:
-    """Local ``generate``: seq2seq MT (Marian, M2M100, NLLB) or a causal LM with chat template."""
+    """Local ``generate``: seq2seq MT (Marian, M2M100, NLLB) or a causal LM with chat template.
 
-    def __init__(self, cfg: TranslatorConfig, device: str | None = None) -> None:
+    The model loads through :mod:`lira.models` (``cache_dir``: ``models.cache_dir``, where demo
+    models are built); a peft adapter folder loads as its base model plus the adapter.
+    """
+
+    def __init__(
+        self, cfg: TranslatorConfig, device: str | None = None, cache_dir: str = ""
+    ) -> None:
         import torch
-        from transformers import AutoConfig, AutoTokenizer
+
+        from lira.models.generators import is_seq2seq, load_causal_lm, load_seq2seq
 
         self.cfg = cfg
-        self.path = resolve(cfg.model)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.dtype = _default_dtype_for(self.device)
-        config = AutoConfig.from_pretrained(peft_base(self.path) or self.path)
-        self.seq2seq = bool(getattr(config, "is_encoder_decoder", False))
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-        if self.seq2seq:
-            from transformers import AutoModelForSeq2SeqLM
-
-            self.model = AutoModelForSeq2SeqLM.from_pretrained(self.path, dtype=self.dtype)
-        else:
-            from transformers import AutoModelForCausalLM
-
-            self.tokenizer.padding_side = "left"
-            if self.tokenizer.pad_token is None:
-                self.tokenizer.pad_token = self.tokenizer.eos_token
-            self.model = AutoModelForCausalLM.from_pretrained(self.path, dtype=self.dtype)
+        self.seq2seq = is_seq2seq(cfg.model, cache_dir)
+        load = load_seq2seq if self.seq2seq else load_causal_lm
+        self.model, self.tokenizer = load(cfg.model, cache_dir, dtype=self.dtype)
         self.model.to(self.device).eval()
         limit = getattr(self.tokenizer, "model_max_length", 0) or 0
         self.max_input_tokens = limit if 0 < limit < 100_000 else 1024
@@ -230,8 +196,13 @@ class TransformersTranslator:
 _ENGINES: dict[tuple, Any] = {}
 
 
-def vllm_engine(model: str, tensor_parallel_size: int = 1, **options: Any) -> Any:
+def vllm_engine(
+    model: str, tensor_parallel_size: int = 1, *, cache_dir: str = "", **options: Any
+) -> Any:
     """A cached ``vllm.LLM`` for ``model`` (sizing from ``LIRA_VLLM_*`` environment variables).
+
+    ``model`` resolves as :func:`lira.models.resolve_path` does (``cache_dir``: where demo
+    models are built, ``models.cache_dir``).
 
     ``LIRA_VLLM_MAX_MODEL_LEN`` (default 2048), ``LIRA_VLLM_MAX_NUM_SEQS`` (default 64),
     ``LIRA_VLLM_ENFORCE_EAGER`` (default 0), ``LIRA_VLLM_DTYPE`` (default auto),
@@ -239,7 +210,9 @@ def vllm_engine(model: str, tensor_parallel_size: int = 1, **options: Any) -> An
     are (e.g. ``enable_prompt_embeds=True``, a translator's ``engine_kwargs``), override those
     defaults, and are part of the cache key.
     """
-    path = resolve(model)
+    from lira.models.loading import resolve_path
+
+    path = resolve_path(model, cache_dir, "qwen3-lm")
     key = (path, tensor_parallel_size, json.dumps(options, sort_keys=True, default=repr))
     if key not in _ENGINES:
         from vllm import LLM
@@ -260,9 +233,11 @@ def vllm_engine(model: str, tensor_parallel_size: int = 1, **options: Any) -> An
 class VLLMTranslator:
     """vLLM offline engine: one batched ``llm.chat`` over all pending texts."""
 
-    def __init__(self, cfg: TranslatorConfig) -> None:
+    def __init__(self, cfg: TranslatorConfig, cache_dir: str = "") -> None:
         self.cfg = cfg
-        self.llm = vllm_engine(cfg.model, cfg.tensor_parallel_size, **cfg.engine_kwargs)
+        self.llm = vllm_engine(
+            cfg.model, cfg.tensor_parallel_size, cache_dir=cache_dir, **cfg.engine_kwargs
+        )
 
     def _generate(self, texts: list[str], lang: str) -> list[str]:
         from vllm import SamplingParams
@@ -413,12 +388,13 @@ class OpenAITranslator:
             return list(pool.map(lambda t: self._one(t, lang), texts))
 
 
-def build_translator(cfg: TranslatorConfig) -> Any:
-    """The backend object for ``cfg.kind`` (``reference`` translators are never built)."""
+def build_translator(cfg: TranslatorConfig, cache_dir: str = "") -> Any:
+    """The backend object for ``cfg.kind`` (``reference`` translators are never built);
+    ``cache_dir`` (``models.cache_dir``) is where local backends find demo models."""
     if cfg.kind == "transformers":
-        return TransformersTranslator(cfg)
+        return TransformersTranslator(cfg, cache_dir=cache_dir)
     if cfg.kind == "vllm":
-        return VLLMTranslator(cfg)
+        return VLLMTranslator(cfg, cache_dir=cache_dir)
     if cfg.kind == "openai":
         return OpenAITranslator(cfg)
     raise ValueError(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 from argparse import Namespace
 from pathlib import Path
 
@@ -17,7 +18,6 @@ from lira.baselines.trainer import (
     _splits,
     build_examples,
     run_baselines,
-    save_baseline,
 )
 from lira.checkpoint import FINGERPRINT_FILE, CheckpointError
 from lira.config import BaselinesConfig, DataConfig, RunConfig
@@ -45,8 +45,9 @@ def test_nonfinite_steps_are_skipped_and_the_saved_model_is_finite(models_config
     parallel, retrieval, _ = _splits(cfg)
     examples = build_examples(parallel, retrieval)
     trainer = ContrastiveTrainer(
-        load_backbone(cfg.models), cfg.baselines, "clear", examples, retrieval.corpus
-    )
+        cfg.baselines, load_backbone(cfg.models), "clear", examples, retrieval.corpus,
+        tmp_path / "ckpt", models_cfg=cfg.models,
+    )  # fmt: skip
     before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     real = trainer.loss
 
@@ -59,11 +60,11 @@ def test_nonfinite_steps_are_skipped_and_the_saved_model_is_finite(models_config
         return loss + torch.sqrt(zero * 0.0)
 
     trainer.loss = poisoned
-    trainer.train(3)
+    trainer.train(steps=3)
     assert trainer.nonfinite_steps == 3
     for k, v in trainer.model.state_dict().items():
         assert torch.equal(v, before[k]), k
-    path = save_baseline(trainer.finish(), tmp_path / "ckpt", cfg.models, {"method": "clear"})
+    path = trainer.finalize()
     weights = load_file(str(path / "model.safetensors"))
     assert all(bool(torch.isfinite(v).all()) for v in weights.values() if v.is_floating_point())
 
@@ -93,3 +94,36 @@ def test_resume_refuses_a_method_trained_with_another_config(models_config, tmp_
     with pytest.raises(CheckpointError, match=FINGERPRINT_FILE):
         run_baselines(cfg, Namespace(methods=None, resume=True))
     json.loads((tmp_path / "baselines" / "summary.json").read_text())  # still strict JSON
+
+
+def test_resume_continues_exactly_from_a_step_checkpoint(models_config, tmp_path):
+    """baselines.save_every: train(resume=True) picks up the latest step checkpoint and ends
+    where an uninterrupted run ends; a checkpoint of another config is refused."""
+    from lira.checkpoint import step_dir
+    from lira.models import load_backbone
+
+    cfg = _cfg(models_config, tmp_path, steps=4, save_every=2)
+    parallel, retrieval, _ = _splits(cfg)
+    examples = build_examples(parallel, retrieval)
+
+    def make(bc: BaselinesConfig) -> ContrastiveTrainer:
+        torch.manual_seed(0)
+        return ContrastiveTrainer(
+            bc, load_backbone(cfg.models), "clear", examples, retrieval.corpus,
+            tmp_path / "clear", models_cfg=cfg.models,
+        )  # fmt: skip
+
+    full = make(cfg.baselines)
+    full.train()
+    ckpts = full.checkpoint_dir
+    assert step_dir(ckpts, 2).is_dir() and step_dir(ckpts, 4).is_dir()
+    shutil.rmtree(step_dir(ckpts, 4))  # "killed" after step 3: the latest is step 2
+    again = make(cfg.baselines)
+    again.train(resume=True)
+    assert again.step == 4 and again.history == full.history
+    for (k, a), b in zip(full.model.state_dict().items(), again.model.state_dict().values()):
+        assert torch.equal(a, b), k
+
+    other = make(dataclasses.replace(cfg.baselines, clear_tau=0.1))
+    with pytest.raises(CheckpointError, match=r"baselines\.clear_tau"):
+        other.train(resume=True)

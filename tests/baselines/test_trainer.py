@@ -18,7 +18,6 @@ from lira.baselines.trainer import (
     build_examples,
     load_baseline,
     run_baselines,
-    save_baseline,
 )
 from lira.cli import main
 from lira.config import BaselinesConfig, DataConfig, RunConfig, save_config
@@ -110,14 +109,16 @@ def test_checkpoint_loads_in_fresh_process(models_config, tmp_path, lora):
     from lira.models import load_backbone
 
     trainer = ContrastiveTrainer(
-        load_backbone(cfg.models), cfg.baselines, "clear", examples, retrieval.corpus
-    )
-    trainer.train(3)
-    model = trainer.finish()
+        cfg.baselines, load_backbone(cfg.models), "clear", examples, retrieval.corpus,
+        tmp_path / "ckpt", models_cfg=cfg.models,
+    )  # fmt: skip
+    trainer.train(steps=3)
+    path = trainer.finalize()
+    model = trainer.backbone
     mine = model.encode(TEXTS, kind="query")
     base = load_backbone(cfg.models).encode(TEXTS, kind="query")
     assert not np.allclose(mine, base, atol=1e-5), "training did not change the weights"
-    path = save_baseline(model, tmp_path / "ckpt", cfg.models, {"method": "clear"})
+    assert path == tmp_path / "ckpt" and (path / "lira_baseline.json").is_file()
     code = (
         "import sys, numpy as np; from lira.baselines.trainer import load_baseline;"
         f"np.save(sys.argv[1], load_baseline(sys.argv[2]).encode({TEXTS!r}, kind='query'))"
@@ -127,6 +128,11 @@ def test_checkpoint_loads_in_fresh_process(models_config, tmp_path, lora):
     fresh = np.load(npy)
     np.testing.assert_allclose(fresh, mine, atol=1e-5)
     np.testing.assert_allclose(load_baseline(path).encode(TEXTS, kind="query"), mine, atol=1e-5)
+    # the same folder is an ordinary sentence-transformers model (same pooling and prompts)
+    from sentence_transformers import SentenceTransformer
+
+    st = SentenceTransformer(str(path), device="cpu")
+    np.testing.assert_allclose(st.encode(TEXTS, prompt_name="query"), mine, atol=1e-5)
 
 
 def test_bad_method_and_missing_checkpoint(models_config, tmp_path):

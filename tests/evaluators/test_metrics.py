@@ -15,8 +15,8 @@ from evaluators.inclination import (
     max_at_r_norm_from_mean,
     max_at_r_norm_per_query,
 )
-from evaluators.retrieval import ir_metrics, ranks_of, run_from_search, search
-from evaluators.sts import sts_correlations
+from evaluators.retrieval import ranks_of, run_from_search, search
+from lira.metrics import ir_metrics, sts_correlations
 
 
 def test_max_at_r_and_complete_at_k_by_hand():

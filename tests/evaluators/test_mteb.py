@@ -33,10 +33,10 @@ from evaluators.mteb_adapter import (  # noqa: E402
     run_mteb,
     task_sources,
 )
-from evaluators.sts import sts_correlations  # noqa: E402
 from lira.data import demo_path  # noqa: E402
 from lira.data.xquad_r import load_xquad_r  # noqa: E402
 from lira.errors import MissingFileError, UserInputError  # noqa: E402
+from lira.metrics import sts_correlations  # noqa: E402
 
 N = 6
 BELE = "BelebeleRetrieval:deu_Latn-eng_Latn+eng_Latn-deu_Latn"
@@ -158,7 +158,7 @@ def hand_scores(encoder, par):
         a = np.asarray(encoder.encode(s1, langs=[l1] * N, kind="query"))
         b = np.asarray(encoder.encode(s2, langs=[l2] * N, kind="query"))
         cos = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
-        corr = sts_correlations(cos, gold)  # evaluators.sts on the same pairs
+        corr = sts_correlations(cos, gold)  # lira.metrics on the same pairs
         out[("STS22", subset, "pearson")] = corr["pearson"]
         # Spearman ranks cosines: values equal up to float rounding (e.g. a translation that is
         # the English sentence itself gives cos = 1/N for several pairs) rank in an order that

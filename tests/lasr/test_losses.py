@@ -11,13 +11,13 @@ from scipy import stats
 from lasr.losses import (
     average_ranks,
     corr_loss,
-    hard_ndcg,
     pairwise_sigmoid_sum,
     pearson,
     soft_ndcg_loss,
     soft_ranks,
     soft_spearman,
 )
+from lira.metrics import ndcg_of_scores
 
 
 def test_soft_ranks_hand_computed_and_limit():
@@ -169,19 +169,13 @@ def test_soft_ndcg_descent_raises_true_ndcg():
     labels[torch.arange(q), torch.randint(0, c, (q,), generator=g)] = 1
     scores = (0.3 * torch.randn(q, c, generator=g)).requires_grad_()
     opt = torch.optim.Adam([scores], lr=0.02)
-    before = float(hard_ndcg(scores.detach(), labels).mean())
+    before = float(ndcg_of_scores(scores, labels).mean())  # the true (pytrec_eval) nDCG@10
     for _ in range(150):
         opt.zero_grad()
         soft_ndcg_loss(scores, labels, lambda_h=0.1, lambda_r=0.01).backward()
         opt.step()
-    after = float(hard_ndcg(scores.detach(), labels).mean())
+    after = float(ndcg_of_scores(scores, labels).mean())
     assert before < 0.5 and after > 0.95
-
-
-def test_hard_ndcg_hand_values():
-    s = torch.tensor([[0.1, 0.9, 0.5], [0.9, 0.1, 0.5]])
-    y = torch.tensor([[1, 0, 0], [1, 0, 0]])
-    assert torch.allclose(hard_ndcg(s, y), torch.tensor([0.5, 1.0], dtype=torch.float64))
 
 
 def test_pairwise_sigmoid_sum_gradient_matches_autograd_and_chunking():
@@ -191,16 +185,3 @@ def test_pairwise_sigmoid_sum_gradient_matches_autograd_and_chunking():
     assert torch.autograd.gradcheck(lambda t: pairwise_sigmoid_sum(t, w, 0.3, chunk=3), (x,))
     ref = (torch.sigmoid((x[..., :, None] - x[..., None, :]) / 0.3) * w[..., None, :]).sum(-1)
     assert torch.allclose(pairwise_sigmoid_sum(x, w, 0.3, chunk=2), ref)
-
-
-def test_hard_ndcg_matches_pytrec_eval():
-    pytrec_eval = pytest.importorskip("pytrec_eval")
-    g = torch.Generator().manual_seed(5)
-    s = torch.rand(6, 30, generator=g, dtype=torch.float64)
-    y = (torch.rand(6, 30, generator=g) < 0.15).long()
-    y[:, 0] = 1
-    qrels = {f"q{i}": {f"d{j}": int(y[i, j]) for j in range(30) if y[i, j]} for i in range(6)}
-    run = {f"q{i}": {f"d{j}": float(s[i, j]) for j in range(30)} for i in range(6)}
-    res = pytrec_eval.RelevanceEvaluator(qrels, {"ndcg_cut.10"}).evaluate(run)
-    want = torch.tensor([res[f"q{i}"]["ndcg_cut_10"] for i in range(6)], dtype=torch.float64)
-    assert torch.allclose(hard_ndcg(s, y, 10), want, atol=1e-9)

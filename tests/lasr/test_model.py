@@ -164,3 +164,22 @@ def test_lasr_streams_never_use_train_only_references(stack):
     bank = build_bank(model, ["q"], ["Wer gewann?"], ["de"], "query", batch_size=4)
     untranslated = torch.as_tensor(model.backbone.encode(["Wer gewann?"], kind="query"))
     assert torch.allclose(bank.streams.e_en, untranslated, atol=1e-5)
+
+
+def test_encode_warns_how_many_texts_are_embedded_untranslated(stack, caplog):
+    """Texts without a stored translation: one warning per encode naming how many of the
+    non-English texts (English ones are not counted), the store and `lira translate`."""
+    import logging
+
+    model, store, _ = stack
+    texts = [DE[0], "Unbekannter Satz eins", "Unbekannter Satz zwei", EN[0]]
+    with caplog.at_level(logging.WARNING, logger="lasr.model"):
+        model.encode(texts, ["de", "de", "de", "en"])
+    notes = [r.getMessage() for r in caplog.records if "untranslated" in r.getMessage()]
+    assert len(notes) == 1, notes
+    assert notes[0].startswith("2 of 3 non-English texts have no stored translation")
+    assert str(store.path) in notes[0] and "lira translate CONFIG" in notes[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="lasr.model"):
+        model.encode(DE, ["de", "de"])  # every text translated: no warning
+    assert not [r for r in caplog.records if "untranslated" in r.getMessage()]

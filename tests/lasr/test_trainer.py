@@ -4,6 +4,7 @@ Arca-only start, every Table 5 ablation trains and evaluates, resume is exact, t
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 import shutil
 from argparse import Namespace
@@ -217,7 +218,7 @@ def test_end_to_end_lasr_trains_the_adaptor(demo, train_adaptor):
     assert not any(p.requires_grad for p in model.parameters())  # finalize freezes
 
 
-def test_run_lasr_engine_writes_loadable_model(tmp_path, models_config):
+def test_run_lasr_engine_writes_loadable_model(tmp_path, models_config, caplog):
     data = DataConfig(
         train_languages=["de"], eval_languages=["de"], max_train_queries=24, max_eval_queries=8
     )
@@ -237,10 +238,13 @@ def test_run_lasr_engine_writes_loadable_model(tmp_path, models_config):
         translation=TranslationConfig(mt_translators=[ref], num_candidates=1),
         lasr=LaSRConfig(steps=3, task="retrieval", **{**SMALL, "batch_size": 8}),
     )
-    summary = run_lasr(cfg, Namespace(resume=False))
+    with caplog.at_level(logging.WARNING, logger="lasr.trainer"):
+        summary = run_lasr(cfg, Namespace(resume=False))
     assert summary["steps"] == 3 and "ndcg@10" in summary["after"]["retrieval"]
     # train questions were translated through the store, held-out ones were not
-    assert summary["missing_translations"] >= len(splits.eval.queries)
+    missing, total = summary["missing_translations"], summary["translation_lookups"]
+    assert len(splits.eval.queries) <= missing < total
+    assert f"LaSR: {missing} of {total} non-English texts have no stored translation" in caplog.text
     loaded = LiRAModel.from_pretrained(tmp_path / "lira-model")
     assert loaded.english_texts([splits.train_sources[0].text], ["de"])[0] == [
         en[plain_qid(splits.train_sources[0].id)]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from lira.config import CriticConfig, TranslatorConfig
-from lira.critic import build_critic
+from lira.translation.critic import build_critic
 from lira.translation.translators import ChatClient, OpenAITranslator
 
 from .openai_server import Server

@@ -5,14 +5,10 @@ from __future__ import annotations
 import pytest
 
 from lira.translation.presets import pass_at_k_preset
+from tests.test_paper_defaults import TABLE_15 as PAPER_TABLE_15
 
-TABLE_15 = {
-    0: ["opus", "m2m", "n600", "n3b"],
-    1: ["llama", "opus", "m2m", "n3b"],
-    2: ["llama", "gemma", "m2m", "n3b"],
-    3: ["llama", "gemma", "qwen", "n3b"],
-    4: ["llama", "gemma", "qwen", "ds-r1"],
-}
+TABLE_15 = {k: [name.lower() for name in row] for k, row in PAPER_TABLE_15.items()}
+"""Paper Table 15 (pinned in tests/test_paper_defaults.py) in the presets' translator names."""
 
 
 @pytest.mark.parametrize("k", range(5))

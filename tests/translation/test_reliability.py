@@ -18,8 +18,8 @@ from collections import Counter
 import pytest
 
 from lira.config import CriticConfig, TranslatorConfig
-from lira.critic import build_critic
 from lira.translation import runner
+from lira.translation.critic import build_critic
 from lira.translation.runner import fill_store, store_path
 from lira.translation.store import SCHEMA_VERSION, Row, StoreError, TranslationStore
 from lira.translation.translators import ChatClient, api_key, is_loopback

@@ -43,7 +43,7 @@ def vllm_model(request) -> str:
 
 def test_vllm_translator_and_structured_critic(vllm_model, tmp_path):
     from lira.config import CriticConfig, RunConfig, TranslationConfig, TranslatorConfig
-    from lira.critic import build_critic
+    from lira.translation.critic import build_critic
     from lira.translation.runner import fill_store, store_path
     from lira.translation.store import TranslationStore
     from lira.translation.translators import VLLMTranslator

@@ -33,7 +33,6 @@ from lira.translation.translators import (
     ChatClient,
     _default_dtype_for,
     chat_messages,
-    resolve,
     vllm_engine,
 )
 
@@ -164,19 +163,20 @@ def critic_id(cfg: CriticConfig) -> str:
 class Critic:
     """Scores (source, candidate) pairs; the backend (``cfg.kind``) decides how it decodes.
 
-    ``constrained=False`` turns the decode-time schema off (benchmarks only).
+    ``constrained=False`` turns the decode-time schema off (benchmarks only). ``cache_dir``
+    (``models.cache_dir``) is where the local backends find demo models (:mod:`lira.models`).
     """
 
-    def __init__(self, cfg: CriticConfig, constrained: bool = True) -> None:
+    def __init__(self, cfg: CriticConfig, constrained: bool = True, cache_dir: str = "") -> None:
         if cfg.kind == "none":
             raise ValueError("critic kind 'none' has no judge; use build_critic (returns None)")
         self.cfg = cfg
         self.constrained = constrained
         self.id = critic_id(cfg)
         if cfg.kind == "transformers":
-            self._init_transformers()
+            self._init_transformers(cache_dir)
         elif cfg.kind == "vllm":
-            self.llm = vllm_engine(cfg.model, cfg.tensor_parallel_size)
+            self.llm = vllm_engine(cfg.model, cfg.tensor_parallel_size, cache_dir=cache_dir)
         elif cfg.kind == "openai":
             self.client = ChatClient(
                 cfg.base_url, cfg.model, cfg.api_key_env, cfg.timeout_s, max_retries=2
@@ -185,20 +185,15 @@ class Critic:
             raise ValueError(f"unknown critic kind {cfg.kind!r}; use transformers|vllm|openai|none")
 
     # ------------------------------------------------------------------ backends
-    def _init_transformers(self) -> None:
+    def _init_transformers(self, cache_dir: str) -> None:
         import torch
         import xgrammar as xgr
-        from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        path = resolve(self.cfg.model)
+        from lira.models.generators import load_causal_lm
+
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.tokenizer = AutoTokenizer.from_pretrained(path)
-        self.tokenizer.padding_side = "left"
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForCausalLM.from_pretrained(
-            path, dtype=_default_dtype_for(self.device)
-        )
+        dtype = _default_dtype_for(self.device)
+        self.model, self.tokenizer = load_causal_lm(self.cfg.model, cache_dir, dtype=dtype)
         self.model.to(self.device).eval()
         info = xgr.TokenizerInfo.from_huggingface(
             self.tokenizer, vocab_size=self.model.config.vocab_size
@@ -322,6 +317,6 @@ class Critic:
         return results  # type: ignore[return-value]
 
 
-def build_critic(cfg: CriticConfig, constrained: bool = True) -> Critic | None:
+def build_critic(cfg: CriticConfig, constrained: bool = True, cache_dir: str = "") -> Critic | None:
     """The configured critic, or None for ``kind: none`` (ablation: candidates carry no scores)."""
-    return None if cfg.kind == "none" else Critic(cfg, constrained=constrained)
+    return None if cfg.kind == "none" else Critic(cfg, constrained, cache_dir)

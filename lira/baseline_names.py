@@ -1,0 +1,26 @@
+"""The baseline methods a user can select: name -> where its method object lives.
+
+This is the table of :mod:`lira.baselines.registry` (which resolves its entries and lets tests
+and plugins :func:`~lira.baselines.registry.register` more). It stands apart from the
+``lira.baselines`` package because :mod:`lira.config` validates ``baselines.methods`` against
+it: the config must not import the package whose losses it configures, so this module imports
+nothing. The entries are ``"module:attribute"`` strings, imported only when a method is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+METHODS: dict[str, Any] = {
+    "infonce": "lira.baselines.infonce:METHOD",  # CLEAR's baseline (paper 000 §4.2)
+    "clear": "lira.baselines.clear:METHOD",  # paper 000
+    "lancer": "lira.baselines.lancer:METHOD",  # paper 002
+    "jsd": "lira.baselines.jsd:METHOD",  # paper 003
+    "merging": "lira.baselines.merging:METHOD",  # paper 001
+}
+"""Methods a user can select (``baselines.methods``, ``--methods``); the default is all, in order."""
+
+
+def method_names() -> list[str]:
+    """The selectable method names, in registry order."""
+    return list(METHODS)
