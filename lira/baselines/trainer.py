@@ -586,16 +586,14 @@ def write_sentence_transformers_modules(folder: Path, dim: int, mcfg: ModelsConf
     """
     from sentence_transformers.models import Normalize, Pooling, Transformer
 
-    parts = {"": Transformer, "1_Pooling": Pooling(dim, ST_POOLING[mcfg.backbone_pooling]),
-             "2_Normalize": Normalize()}  # fmt: skip
-    modules = []
-    for i, (sub, module) in enumerate(parts.items()):
-        if sub:
-            (folder / sub).mkdir()
-            module.save(str(folder / sub))
-        cls = module if isinstance(module, type) else type(module)
-        modules.append({"idx": i, "name": str(i), "path": sub,
-                        "type": f"{cls.__module__}.{cls.__name__}"})  # fmt: skip
+    # the Transformer module is the HF folder itself (path ""); the other two get sub-folders
+    for sub, module in (("1_Pooling", Pooling(dim, ST_POOLING[mcfg.backbone_pooling])),
+                        ("2_Normalize", Normalize())):  # fmt: skip
+        (folder / sub).mkdir()
+        module.save(str(folder / sub))
+    layout = (("", Transformer), ("1_Pooling", Pooling), ("2_Normalize", Normalize))
+    modules = [{"idx": i, "name": str(i), "path": sub, "type": f"{c.__module__}.{c.__name__}"}
+               for i, (sub, c) in enumerate(layout)]  # fmt: skip
     files = {
         "modules.json": modules,
         "sentence_bert_config.json": {"max_seq_length": mcfg.backbone_max_length,
