@@ -8,7 +8,10 @@ For a text x in language l the model computes two streams and fuses them (paper 
   input (l = "en") is embedded directly, without translation;
 - E_lr: Arca's g(x) → temporal pooling → Adaptor, mean over bins (anchored to h's space);
 - gate features: is x English, was it translated, the critic scores and anchor similarity of
-  the chosen candidate, query or document (:func:`lasr.fusion.gate_features`);
+  the chosen candidate, query or document, the backbone's disagreement 1 − cos(h(x), h(y*))
+  (:func:`lasr.fusion.gate_features`);
+- h(x): the backbone on the untranslated text (the raw view, ``lasr.raw_view``), mixed into the
+  English half by a learned weight (= E_en for English and untranslated texts);
 
 and returns ẑ = FusionHead(E_en, E_lr, features) ∈ R^{d_en + d_lr}, ℓ2-normalised
 (:mod:`lasr.fusion`: a per-text weighted concatenation, so English keeps the backbone's order). Translations come from the translation
@@ -42,7 +45,7 @@ from torch import Tensor, nn
 from arca.model import CONFIG_NAME as ARCA_CONFIG
 from arca.model import ArcaModel, load_arca
 from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
-from lira.checkpoint import read_meta
+from lira.checkpoint import CheckpointError, read_meta
 from lira.config import (
     ArcaConfig,
     LaSRConfig,
@@ -61,32 +64,39 @@ log = logging.getLogger(__name__)
 
 CONFIG_NAME = "lira_config.json"
 HEAD_NAME = "head.safetensors"
-FORMAT = "lira-v1"
+FORMAT = "lira-v2"  # v2: raw view + disagreement gate feature (v1 folders: train LaSR again)
 UNKNOWN_LANG = "xx"
 """Language of texts given without ``langs``: never translated (the store keys on language)."""
 
 
 @dataclass
 class Streams:
-    """What LaSR fuses, per text: E_en [B, d_en], P_S(g(x)) bins [B, S, d_g], features [B, 8]."""
+    """What LaSR fuses, per text: E_en [B, d_en], P_S(g(x)) bins [B, S, d_g], features [B, 9]
+    and h(x) [B, d_en] (the backbone on the untranslated text; = E_en when nothing was
+    translated)."""
 
     e_en: Tensor
     g_bins: Tensor
     feats: Tensor
+    e_raw: Tensor
 
     def select(self, rows: Sequence[int] | Tensor) -> Streams:
         """The streams of ``rows``."""
         idx = torch.as_tensor(rows, dtype=torch.long)
-        return Streams(self.e_en[idx], self.g_bins[idx], self.feats[idx])
+        return Streams(*(t[idx] for t in self.tensors()))
+
+    def tensors(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(e_en, g_bins, feats, e_raw): the arguments of :class:`lasr.fusion.LaSRNet`."""
+        return self.e_en, self.g_bins, self.feats, self.e_raw
+
+    def to(self, device: torch.device | str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """:meth:`tensors` on ``device``."""
+        return tuple(t.to(device) for t in self.tensors())  # type: ignore[return-value]
 
     @staticmethod
     def cat(parts: Sequence[Streams]) -> Streams:
         """Row-wise concatenation."""
-        return Streams(
-            torch.cat([p.e_en for p in parts]),
-            torch.cat([p.g_bins for p in parts]),
-            torch.cat([p.feats for p in parts]),
-        )
+        return Streams(*(torch.cat(list(ts)) for ts in zip(*(p.tensors() for p in parts))))
 
 
 class LiRAModel(nn.Module):
@@ -124,7 +134,7 @@ class LiRAModel(nn.Module):
         self.cache_streams = False
         """Memoise streams per (kind, lang, text): for evaluations that encode a text for
         several models or scenarios (streams depend on the Adaptor only through selection)."""
-        self._memo: dict[tuple[str, str, str], tuple[Tensor, Tensor, Tensor]] = {}
+        self._memo: dict[tuple[str, str, str], tuple[Tensor, ...]] = {}
         self.eval()
 
     @property
@@ -145,6 +155,7 @@ class LiRAModel(nn.Module):
             gate_init=lasr.gate_init,
             use_en=True,
             use_lr=lasr.use_multilingual_encoder,
+            raw_view=lasr.raw_view,
         )
         self.net = LaSRNet(self.head, self.arca.adaptor)
 
@@ -201,6 +212,7 @@ class LiRAModel(nn.Module):
         it is missing, a warning says that texts will be embedded untranslated."""
 
         path = Path(path)
+        _refuse_v1(path)
         meta = read_meta(path, CONFIG_NAME, FORMAT,
                          f"a LiRA model folder (no {CONFIG_NAME}); "
                          "write one with LiRAModel.save_pretrained or `lira lasr`")  # fmt: skip
@@ -297,11 +309,11 @@ class LiRAModel(nn.Module):
         texts, langs = _texts_and_langs(texts, langs)
         keys = [(kind, lang, t) for t, lang in zip(texts, langs)]
         sub = [k for k in dict.fromkeys(keys) if k not in self._memo]
-        fresh: dict[tuple[str, str, str], tuple[Tensor, Tensor, Tensor]] = {}
+        fresh: dict[tuple[str, str, str], tuple[Tensor, ...]] = {}
         if sub:
             s = self._compute_streams([k[2] for k in sub], [k[1] for k in sub], kind, batch_size)
             for j, k in enumerate(sub):
-                fresh[k] = (s.e_en[j], s.g_bins[j], s.feats[j])
+                fresh[k] = tuple(t[j] for t in s.tensors())
             if self.cache_streams:
                 self._memo.update(fresh)
         rows = [fresh[k] if k in fresh else self._memo[k] for k in keys]
@@ -311,8 +323,9 @@ class LiRAModel(nn.Module):
                 torch.zeros(0, self.d_en),
                 torch.zeros(0, s, self.arca.adaptor.d_g),
                 torch.zeros(0, GATE_FEATURES),
+                torch.zeros(0, self.d_en),
             )
-        return Streams(*(torch.stack([r[i] for r in rows]) for i in range(3)))
+        return Streams(*(torch.stack([r[i] for r in rows]) for i in range(4)))
 
     def _compute_streams(
         self, texts: list[str], langs: list[str], kind: str, batch_size: int | None
@@ -325,12 +338,21 @@ class LiRAModel(nn.Module):
             ]
         )
         english, translated, picked = self.english_texts(texts, langs)
-        e_en = torch.as_tensor(
-            np.asarray(self.backbone.encode(english, langs=None, kind=kind, batch_size=bs))
-        ).float()
+        e_en = self._backbone(english, kind, bs)
+        e_raw = e_en.clone()
+        rows = [i for i in range(len(texts)) if translated[i]] if self.lasr_cfg.raw_view else []
+        disagree = torch.zeros(len(texts))  # exactly 0 where h(x) was not computed
+        if rows:  # the backbone's own view of the texts it did not see untranslated
+            e_raw[rows] = self._backbone([texts[i] for i in rows], kind, bs)
+            cos = torch.nn.functional.cosine_similarity(e_en[rows], e_raw[rows], dim=-1)
+            disagree[rows] = 1.0 - cos
         is_en = torch.tensor([1.0 if lang == "en" else 0.0 for lang in langs])
-        feats = gate_features(is_en, translated, picked, kind == "document")
-        return Streams(e_en, g_bins, feats)
+        feats = gate_features(is_en, translated, picked, kind == "document", disagree)
+        return Streams(e_en, g_bins, feats, e_raw)
+
+    def _backbone(self, texts: list[str], kind: str, batch_size: int) -> Tensor:
+        out = self.backbone.encode(texts, langs=None, kind=kind, batch_size=batch_size)
+        return torch.as_tensor(np.asarray(out)).float()
 
     @torch.no_grad()
     def encode(
@@ -377,7 +399,7 @@ class LiRAModel(nn.Module):
                 e_lr = self.arca.adaptor.embed_g(st.g_bins.to(dev)).float().cpu()
                 out = torch.nn.functional.normalize(e_lr, dim=-1)
             else:
-                out = self.net(st.e_en.to(dev), st.g_bins.to(dev), st.feats.to(dev)).float().cpu()
+                out = self.net(*st.to(dev)).float().cpu()
             z[idx] = out
         self.net.train(was_training)
         missing = self.missing_translations - seen[0]
@@ -450,6 +472,20 @@ def _lasr_meta(data: dict[str, Any], path: Path) -> dict[str, Any]:
             "/".join(off),
         )
     return data
+
+
+def _refuse_v1(path: Path) -> None:
+    """A clear error for a folder of the first format (a fusion head without the raw view)."""
+    try:
+        fmt = json.loads((path / CONFIG_NAME).read_text(encoding="utf-8")).get("format")
+    except (OSError, ValueError, AttributeError):
+        return  # read_meta names what is wrong
+    if fmt == "lira-v1":
+        raise CheckpointError(
+            f"{path} is a lira-v1 model folder: its fusion head predates the raw-view gate and "
+            "the 9th gate feature; train LaSR again (`lira lasr CONFIG`, the Arca checkpoint and "
+            "the translation store are still valid)"
+        )
 
 
 def _store_path(store: Any) -> bool:

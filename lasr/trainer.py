@@ -200,7 +200,7 @@ def pair_keys(pairs: PairData) -> tuple[list[str], list[str]]:
 
 def embed_rows(net: LaSRNet, s: Streams, device: torch.device | str = "cpu") -> Tensor:
     """ẑ of bank rows through ``net``."""
-    return net(s.e_en.to(device), s.g_bins.to(device), s.feats.to(device))
+    return net(*s.to(device))
 
 
 @torch.no_grad()
@@ -320,7 +320,12 @@ class LaSRTrainer:
         net: LaSRNet = model.net
         for p in model.arca.parameters():
             p.requires_grad_(False)
-        gate = [*net.head.gate_linear.parameters(), *net.head.gate_mlp.parameters()]
+        head = net.head
+        gate = [
+            *head.gate_linear.parameters(),
+            *head.gate_mlp.parameters(),
+            *head.raw_gate.parameters(),
+        ]
         gate_ids = {id(p) for p in gate}
         rest = [p for p in net.head.parameters() if id(p) not in gate_ids]
         groups = [{"params": rest, "lr": cfg.lr}, {"params": gate, "lr": cfg.gate_lr}]
@@ -370,7 +375,7 @@ class LaSRTrainer:
         if self.train_g:  # g trains: its bins are recomputed with gradient
             texts = [bank.texts[bank.index[k]] for k in keys]
             g_bins = self.model.arca.pooled_sources(texts)
-        return self.net(s.e_en.to(dev), g_bins, s.feats.to(dev))
+        return self.net(s.e_en.to(dev), g_bins, s.feats.to(dev), s.e_raw.to(dev))
 
     def retrieval_loss(self) -> Tensor:
         """One query batch + document batch -> soft nDCG loss with mined negatives (Eq. 35-44)."""
@@ -420,7 +425,7 @@ class LaSRTrainer:
             packed = None  # the rows queue_rescore re-scores; stop-grad entries need none
             if cfg.queue_rescore:
                 s = self.dbank.rows(docs)
-                packed = pack(s.e_en, s.g_bins, s.feats).to(self.acc.device)
+                packed = pack(*s.tensors()).to(self.acc.device)
             self.doc_queue.push(docs, d_langs, zd, feats=packed)
         return loss
 

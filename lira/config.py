@@ -512,6 +512,10 @@ class LaSRConfig:
     """Decay of the EMA copy of the trained weights that is saved and evaluated."""
     gate_init: float = 1.0
     """Initial weight r of the multilingual half of ẑ = [n(E_en); r·n(E_lr)] (lasr/fusion.py)."""
+    raw_view: bool = False
+    """Mix the backbone on the untranslated text into the English half of a translated text with
+    a learned weight (lasr/fusion.py; one more backbone pass per translated text). On when the
+    backbone reads the target languages, off when the gate cannot learn that (README)."""
     eval_every: int = 0
     """Evaluate the EMA head on held-out data every N steps (0 = only at the end)."""
     train_adaptor: bool = True

@@ -60,11 +60,39 @@ def test_stream_ablation_zeroes_the_multilingual_half_and_errors():
 
 def test_gradients_reach_every_trainable_parameter_and_packing_roundtrips():
     torch.manual_seed(0)
-    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0)
+    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, raw_view=True)
     net = LaSRNet(head, Adaptor(5, 4, hidden=8))
     e_en, bins, feats = torch.randn(3, 6), torch.randn(3, 2, 5), _feats(3)
     z = net(e_en, bins, feats)
     (z * torch.randn_like(z)).sum().backward()
     missing = [n for n, p in net.named_parameters() if p.grad is None]
     assert not missing, missing
-    assert torch.allclose(net.forward_packed(pack(e_en, bins, feats)), z)
+    assert torch.allclose(net.forward_packed(pack(e_en, bins, feats, e_en)), z)
+    e_raw = torch.randn(3, 6)
+    z_raw = net(e_en, bins, feats, e_raw)
+    assert torch.allclose(net.forward_packed(pack(e_en, bins, feats, e_raw)), z_raw)
+    (z_raw * torch.randn_like(z_raw)).sum().backward()
+    assert head.raw_gate.weight.grad is not None and head.raw_gate.weight.grad.abs().sum() > 0
+
+
+def test_raw_view_mixes_the_untranslated_text_into_the_english_half():
+    """English half = n(n(h(y*)) + w·n(h(x))), w = exp(ω(features)) = 1 at start; the identity
+    when h(x) = h(y*) (English or untranslated text); nothing with raw_view=False."""
+    torch.manual_seed(0)
+    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, raw_view=True).eval()
+    e_en, e_raw, e_lr = torch.randn(3, 6), torch.randn(3, 6), torch.randn(3, 4)
+    feats = _feats(3)
+    want = F.normalize(F.normalize(e_en, dim=-1) + F.normalize(e_raw, dim=-1), dim=-1)
+    assert torch.allclose(head.english(e_en, e_raw, feats), want, atol=1e-6)
+    z = head(e_en, e_lr, feats, e_raw)
+    assert torch.allclose(z[:, :6], want / 2**0.5, atol=1e-6)  # r = 1: both halves weigh 1
+    assert torch.allclose(head(e_en, e_lr, feats, e_en), head(e_en, e_lr, feats), atol=1e-6)
+    with torch.no_grad():  # a large w: the backbone's own view of x
+        head.raw_gate.bias.fill_(5.0)
+    near = head.english(e_en, e_raw, feats)
+    assert (F.cosine_similarity(near, e_raw) > F.cosine_similarity(want, e_raw)).all()
+    off = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0).eval()  # the default
+    assert torch.allclose(off.english(e_en, e_raw, feats), F.normalize(e_en, dim=-1), atol=1e-6)
+    feats = gate_features(torch.zeros(2), torch.ones(2), torch.zeros(2, 4), False,
+                          torch.tensor([0.25, 0.5]))  # fmt: skip
+    assert feats[:, -1].tolist() == [0.25, 0.5] and _feats(2)[:, -1].tolist() == [0.0, 0.0]

@@ -61,23 +61,39 @@ def test_streams_use_the_chosen_translation(stack):
     want = torch.as_tensor(model.backbone.encode(EN, kind="query"))
     assert torch.allclose(st.e_en, want, atol=1e-5)
     assert st.g_bins.shape == (2, model.arca.pool_size, model.arca.adaptor.d_g)
-    # gate features: [is en, is doc, en query, translated, s/10, e/10, p/10, sim]
+    # gate features: [is en, is doc, en query, translated, s/10, e/10, p/10, sim, disagree]
     assert st.feats[:, :4].tolist() == [[0.0, 0.0, 0.0, 1.0]] * 2
+    assert torch.equal(st.e_raw, st.e_en) and st.feats[:, 8].eq(0).all()  # raw view off
+    model.lasr_cfg = dataclasses.replace(model.lasr_cfg, raw_view=True)
+    try:
+        on = model._compute_streams(DE, ["de", "de"], "query", None)
+    finally:
+        model.lasr_cfg = dataclasses.replace(model.lasr_cfg, raw_view=False)
+    raw = torch.as_tensor(model.backbone.encode(DE, kind="query"))  # the raw view: h(x)
+    assert torch.allclose(on.e_raw, raw, atol=1e-5) and torch.allclose(on.e_en, st.e_en)
+    disagree = 1 - torch.nn.functional.cosine_similarity(want, raw, dim=-1)
+    assert torch.allclose(on.feats[:, 8], disagree, atol=1e-5) and (disagree > 0.01).all()
     en = model.streams(EN, ["en", "en"], kind="document")
     assert torch.allclose(en.e_en, torch.as_tensor(model.backbone.encode(EN, kind="document")),
                           atol=1e-5)  # fmt: skip
     assert en.feats[:, :4].tolist() == [[1.0, 1.0, 0.0, 0.0]] * 2
+    assert torch.equal(en.e_raw, en.e_en) and en.feats[:, 8].eq(0).all()
 
 
-def test_english_queries_rank_documents_as_the_backbone(stack):
-    """The gate starts English queries at r ≈ 0 and every English document shares one r, so an
-    untrained head ranks English documents for an English query exactly as the backbone."""
+@pytest.mark.parametrize("raw_view", [False, True])
+def test_english_queries_rank_documents_as_the_backbone(stack, raw_view):
+    """English queries have r = 0 and every English document shares one r, so the head ranks
+    English documents for an English query exactly as the backbone, raw view on (its gate set
+    far from its start: h(x) = h(y*) for English) or off."""
     from lasr.fusion import FusionHead
 
     model, _, _ = stack
-    head = model.head
+    head, cfg = model.head, model.lasr_cfg
     try:
-        model.set_head(model.lasr_cfg, FusionHead(model.d_en, model.d_lr, 32, 1, 4, 0.0))
+        fresh = FusionHead(model.d_en, model.d_lr, 32, 1, 4, 0.0, raw_view=raw_view)
+        torch.nn.init.normal_(fresh.raw_gate.weight)
+        model.lasr_cfg = dataclasses.replace(cfg, raw_view=raw_view)
+        model.set_head(model.lasr_cfg, fresh)
         docs = ["The defense allowed 24 points.", "Peyton Manning led the team.",
                 "Paris is the capital.", "The game was in February.", "Points were scored."]  # fmt: skip
         q = model.encode(EN, ["en", "en"])
@@ -86,7 +102,7 @@ def test_english_queries_rank_documents_as_the_backbone(stack):
         hd = model.backbone.encode(docs, kind="document")
         assert (np.argsort(-(q @ d.T), axis=1) == np.argsort(-(hq @ hd.T), axis=1)).all()
     finally:
-        model.set_head(model.lasr_cfg, head)
+        model.set_head(cfg, head)
 
 
 def test_encode_normalised_numpy_and_torch_and_errors(stack):
@@ -128,7 +144,7 @@ def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
     want = model.encode(texts, langs)
     model.save_pretrained(tmp_path / "lira")
     meta = json.loads((tmp_path / "lira" / "lira_config.json").read_text())
-    assert meta["format"] == "lira-v1" and meta["models"]["backbone"] == "demo:minilm"
+    assert meta["format"] == "lira-v2" and meta["models"]["backbone"] == "demo:minilm"
     out = tmp_path / "z.npy"
     subprocess.run(
         [
@@ -149,6 +165,10 @@ def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
     assert not meta["store"].startswith("/")
     with pytest.raises(FileNotFoundError, match="not a LiRA model folder"):
         LiRAModel.from_pretrained(tmp_path)
+    meta["format"] = "lira-v1"  # a folder of the first format: the fix is named
+    (tmp_path / "lira" / "lira_config.json").write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match=r"lira-v1 model folder.*train LaSR again"):
+        LiRAModel.from_pretrained(tmp_path / "lira")
 
 
 def test_lasr_streams_never_use_train_only_references(stack):

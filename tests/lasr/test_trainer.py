@@ -155,7 +155,7 @@ def test_each_ablation_trains_evaluates_and_masks_what_it_removes(demo, flag):
         hist = tr.train()
         out = tr.evaluate(small_held, _pairs(small_held))
         picked, _, _ = model.english_texts([small.queries[0].text], ["de"])
-        gate = model.streams([small.queries[0].text], ["de"]).feats[0]  # [8]
+        gate = model.streams([small.queries[0].text], ["de"]).feats[0]  # [9]
     finally:
         model.store, model.translation_cfg = None, TranslationConfig()
         model.arca.arca_cfg = arca_cfg
