@@ -190,7 +190,9 @@ def _compare_parallel(
 ) -> list[Row]:
     """XQuAD-R scenarios, language-agnosticism probes and diagnostics -> ``out``."""
     langs = list(cfg.data.eval_languages)
-    rows = evaluate_encoders(models, splits.dataset, splits.eval_ids, langs, cfg.eval)
+    ref = "backbone" if "backbone" in models else None  # paired Δ of every method to it
+    rows = evaluate_encoders(models, splits.dataset, splits.eval_ids, langs, cfg.eval,
+                             reference=ref)  # fmt: skip
     rows += english_gaps(rows)
     write_leaderboard(rows, out, title="LiRA vs baselines (XQuAD-R held-out questions)")
     agn = agnosticism(models, splits.dataset, splits.eval_ids, langs, cfg.eval.seed)

@@ -109,6 +109,6 @@ def write_leaderboard(
     for r in clean:
         metrics[r["metric"]] += 1
     for m in metrics:
-        safe = m.replace("@", "_at_").replace("/", "_")
+        safe = m.replace("@", "_at_").replace("/", "_").replace("Δ", "delta_").replace(" ", "_")
         files[m] = plot_metric(clean, m, out / f"{safe}.png")
     return files

@@ -112,10 +112,14 @@ def evaluate_encoders(
     languages: list[str],
     cfg: EvalConfig,
     task: str = "xquad-r",
+    reference: str | None = None,
 ) -> list[Row]:
-    """Leaderboard rows for every method x scenario x language (+ pooled language 'all')."""
+    """Leaderboard rows for every method x scenario x language (+ pooled language 'all');
+    with ``reference`` (a key of ``encoders``), also each other method's paired difference to it
+    (:func:`paired_rows`)."""
     scenarios = build_scenarios(dataset, list(cfg.scenarios), languages, qids)
     rows: list[Row] = []
+    per_query: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(dict)
     for method, encoder in encoders.items():
         cache = EmbeddingCache(encoder, cfg.batch_size)
         pooled: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -124,6 +128,7 @@ def evaluate_encoders(
             for metric, vals in values.items():
                 rows.append(_row(method, task, sc.name, sc.language, metric, vals, cfg))
                 pooled[(sc.name, metric)] += vals
+                per_query[(sc.name, sc.language, metric)][method] = vals
             if sc.multi_reference:
                 n_rel = len(next(iter(sc.qrels.values())))
                 v = max_at_r_norm_from_mean(values["max@r"], len(sc.docs), n_rel)
@@ -131,7 +136,36 @@ def evaluate_encoders(
             log.info("%s %s %s done", method, sc.name, sc.language)
         for (name, metric), vals in pooled.items():
             rows.append(_row(method, task, name, "all", metric, vals, cfg))
+            per_query[(name, "all", metric)][method] = vals
+    if reference is not None:
+        rows += paired_rows(per_query, reference, cfg, task)
     return rows
+
+
+PAIRED_METRIC = "ndcg@10"
+
+
+def paired_rows(
+    per_query: dict[tuple[str, str, str], dict[str, list[float]]],
+    reference: str,
+    cfg: EvalConfig,
+    task: str,
+    metric: str = PAIRED_METRIC,
+) -> list[Row]:
+    """Rows ``Δ<metric> vs <reference>``: each method's mean per-query difference to
+    ``reference`` on the same queries, with a paired bootstrap 95% interval (queries resampled
+    together), per (scenario, language) of ``per_query`` {(scenario, language, metric):
+    {method: values}}. Two methods' own intervals can overlap while the paired one excludes 0."""
+    out: list[Row] = []
+    for (scenario, lang, m), by_method in per_query.items():
+        ref = by_method.get(reference)
+        if m != metric or ref is None:
+            continue
+        for method, vals in by_method.items():
+            if method != reference:
+                diff = (np.asarray(vals, dtype=np.float64) - np.asarray(ref)).tolist()
+                out.append(_row(method, task, scenario, lang, f"Δ{m} vs {reference}", diff, cfg))
+    return out
 
 
 def _row(method: str, task: str, scenario: str, lang: str, metric: str, vals: list[float],
@@ -151,6 +185,8 @@ def english_gaps(rows: list[Row]) -> list[Row]:
     by = {(r["method"], r["scenario"], r["language"], r["metric"]): r for r in rows}
     out = []
     for (m, s, lang, metric), r in by.items():
+        if metric.startswith("Δ"):  # paired differences (paired_rows) have no English gap
+            continue
         if s.endswith("@en") and (m, s[:-3], lang, metric) in by:
             gap = r["value"] - by[(m, s[:-3], lang, metric)]["value"]
             out.append(_fixed(m, r["task"], f"{s[:-3]} en-gap", lang, metric, gap))

@@ -168,13 +168,16 @@ def main() -> None:
             encoders[f"minilm+mt+me5 {lam:g}"] = Fusion(parts, {"mt": 1.0, "g": lam})
         rows = evaluate_encoders(encoders, ds, splits.eval_ids, list(cfg.data.eval_languages),
                                  cfg.eval)  # fmt: skip
-    table = {m: {} for m in encoders}
-    for r in rows:
-        if r["metric"] == "ndcg@10" and r["language"] == "all":
+    table: dict[str, dict[str, float]] = {m: {} for m in encoders}
+    for r in rows:  # keys: "en-en", "lang-en" (pooled) and "lang-en de", … per language
+        if r["metric"] == "ndcg@10" and r["language"] in ("all", "en"):
             table[r["method"]][r["scenario"]] = round(r["value"], 1)
-    print("| bound | en-en | lang-en |\n|---|---|---|")
+        elif r["metric"] == "ndcg@10":
+            table[r["method"]][f"{r['scenario']} {r['language']}"] = round(r["value"], 1)
+    cols = ["en-en", "lang-en", *(f"lang-en {lg}" for lg in cfg.data.eval_languages)]
+    print("| bound | " + " | ".join(cols) + " |\n|" + "---|" * (len(cols) + 1))
     for m, v in table.items():
-        print(f"| {m} | {v.get('en-en', '')} | {v.get('lang-en', '')} |")
+        print(f"| {m} | " + " | ".join(str(v.get(c, "")) for c in cols) + " |")
     out = Path(cfg.output_dir) / "ceiling.json"
     out.write_text(json.dumps(table, indent=1), encoding="utf-8")
     print(f"wrote {out}")

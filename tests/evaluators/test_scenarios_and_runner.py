@@ -190,3 +190,40 @@ def test_local_lipschitz_perturbed_neighbours_use_the_same_ratio():
     lip = local_lipschitz(texts, length, deltas=(1, 3), perturbations=4, seed=3)
     for stats_d in lip.values():
         assert stats_d["count"] == 2 and 0.0 <= stats_d["max"] <= 100.0
+
+
+class _Noisy:
+    """The TF-IDF encoder with seeded noise added: a worse method on the same queries."""
+
+    def __init__(self, base, scale: float) -> None:
+        self.base, self.scale = base, scale
+
+    def encode(self, texts, langs=None, kind="query", batch_size=32):
+        x = self.base.encode(texts, langs, kind, batch_size)
+        rng = np.random.default_rng(len(texts))
+        x = x + self.scale * rng.standard_normal(x.shape).astype(np.float32)
+        return x / np.linalg.norm(x, axis=1, keepdims=True)
+
+
+def test_paired_differences_to_the_reference(xquad, tfidf, tmp_path):
+    """Δ rows = mean per-query difference to the reference, with a paired bootstrap interval:
+    a method identical to the reference has Δ = 0 with a zero-width interval (an unpaired
+    bootstrap would not), and a worse one a negative Δ equal to the difference of the means."""
+    cfg = EvalConfig(bootstrap=200, scenarios=["en-en", "lang-en"])
+    qids = xquad.question_ids[:40]
+    models = {"ref": tfidf, "same": tfidf, "noisy": _Noisy(tfidf, 0.05)}
+    rows = evaluate_encoders(models, xquad, qids, ["de", "es"], cfg, reference="ref")
+    get = {(r["method"], r["scenario"], r["language"], r["metric"]): r for r in rows}
+    assert ("ref", "lang-en", "all", "Δndcg@10 vs ref") not in get  # no Δ to itself
+    for lang in ("de", "es", "all"):
+        same = get[("same", "lang-en", lang, "Δndcg@10 vs ref")]
+        assert same["value"] == same["ci_low"] == same["ci_high"] == 0.0
+        d = get[("noisy", "lang-en", lang, "Δndcg@10 vs ref")]
+        want = (get[("noisy", "lang-en", lang, "ndcg@10")]["value"]
+                - get[("ref", "lang-en", lang, "ndcg@10")]["value"])  # fmt: skip
+        assert d["value"] == pytest.approx(want) and d["value"] < 0
+        assert d["ci_low"] <= d["value"] <= d["ci_high"]
+    assert not any(r["metric"].startswith("Δ") for r in english_gaps(rows))
+    files = write_leaderboard(rows, tmp_path)
+    assert "Δndcg@10 vs ref" in files["md"].read_text()
+    assert files["Δndcg@10 vs ref"].name == "delta_ndcg_at_10_vs_ref.png"
