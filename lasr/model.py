@@ -45,7 +45,7 @@ from torch import Tensor, nn
 from arca.model import CONFIG_NAME as ARCA_CONFIG
 from arca.model import ArcaModel, load_arca
 from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
-from lira.checkpoint import CheckpointError, read_meta
+from lira.checkpoint import read_meta
 from lira.config import (
     ArcaConfig,
     LaSRConfig,
@@ -64,7 +64,12 @@ log = logging.getLogger(__name__)
 
 CONFIG_NAME = "lira_config.json"
 HEAD_NAME = "head.safetensors"
-FORMAT = "lira-v2"  # v2: raw view + disagreement gate feature (v1 folders: train LaSR again)
+FORMAT = "lira-v2"
+RETIRED_FORMATS = {
+    "lira-v1": "its fusion head predates the raw-view gate and the 9th gate feature; train LaSR "
+    "again (`lira lasr CONFIG`, the Arca checkpoint and the translation store are still valid)"
+}
+"""Older model-folder formats and the fix named when one is loaded (:func:`read_meta`)."""
 UNKNOWN_LANG = "xx"
 """Language of texts given without ``langs``: never translated (the store keys on language)."""
 
@@ -89,8 +94,8 @@ class Streams:
         """(e_en, g_bins, feats, e_raw): the arguments of :class:`lasr.fusion.LaSRNet`."""
         return self.e_en, self.g_bins, self.feats, self.e_raw
 
-    def to(self, device: torch.device | str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """:meth:`tensors` on ``device``."""
+    def net_inputs(self, device: torch.device | str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """:meth:`tensors` on ``device``: the arguments of :class:`lasr.fusion.LaSRNet`."""
         return tuple(t.to(device) for t in self.tensors())  # type: ignore[return-value]
 
     @staticmethod
@@ -212,10 +217,10 @@ class LiRAModel(nn.Module):
         it is missing, a warning says that texts will be embedded untranslated."""
 
         path = Path(path)
-        _refuse_v1(path)
         meta = read_meta(path, CONFIG_NAME, FORMAT,
                          f"a LiRA model folder (no {CONFIG_NAME}); "
-                         "write one with LiRAModel.save_pretrained or `lira lasr`")  # fmt: skip
+                         "write one with LiRAModel.save_pretrained or `lira lasr`",
+                         RETIRED_FORMATS)  # fmt: skip
         models = from_dict(ModelsConfig, meta["models"], "models")
         translation = from_dict(TranslationConfig, meta["translation"], "translation")
         arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
@@ -325,7 +330,7 @@ class LiRAModel(nn.Module):
                 torch.zeros(0, GATE_FEATURES),
                 torch.zeros(0, self.d_en),
             )
-        return Streams(*(torch.stack([r[i] for r in rows]) for i in range(4)))
+        return Streams(*(torch.stack(list(col)) for col in zip(*rows)))
 
     def _compute_streams(
         self, texts: list[str], langs: list[str], kind: str, batch_size: int | None
@@ -399,7 +404,7 @@ class LiRAModel(nn.Module):
                 e_lr = self.arca.adaptor.embed_g(st.g_bins.to(dev)).float().cpu()
                 out = torch.nn.functional.normalize(e_lr, dim=-1)
             else:
-                out = self.net(*st.to(dev)).float().cpu()
+                out = self.net(*st.net_inputs(dev)).float().cpu()
             z[idx] = out
         self.net.train(was_training)
         missing = self.missing_translations - seen[0]
@@ -472,20 +477,6 @@ def _lasr_meta(data: dict[str, Any], path: Path) -> dict[str, Any]:
             "/".join(off),
         )
     return data
-
-
-def _refuse_v1(path: Path) -> None:
-    """A clear error for a folder of the first format (a fusion head without the raw view)."""
-    try:
-        fmt = json.loads((path / CONFIG_NAME).read_text(encoding="utf-8")).get("format")
-    except (OSError, ValueError, AttributeError):
-        return  # read_meta names what is wrong
-    if fmt == "lira-v1":
-        raise CheckpointError(
-            f"{path} is a lira-v1 model folder: its fusion head predates the raw-view gate and "
-            "the 9th gate feature; train LaSR again (`lira lasr CONFIG`, the Arca checkpoint and "
-            "the translation store are still valid)"
-        )
 
 
 def _store_path(store: Any) -> bool:

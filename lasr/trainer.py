@@ -200,7 +200,7 @@ def pair_keys(pairs: PairData) -> tuple[list[str], list[str]]:
 
 def embed_rows(net: LaSRNet, s: Streams, device: torch.device | str = "cpu") -> Tensor:
     """ẑ of bank rows through ``net``."""
-    return net(*s.to(device))
+    return net(*s.net_inputs(device))
 
 
 @torch.no_grad()
@@ -327,7 +327,7 @@ class LaSRTrainer:
             *head.raw_gate.parameters(),
         ]
         gate_ids = {id(p) for p in gate}
-        rest = [p for p in net.head.parameters() if id(p) not in gate_ids]
+        rest = [p for p in head.parameters() if id(p) not in gate_ids]
         groups = [{"params": rest, "lr": cfg.lr}, {"params": gate, "lr": cfg.gate_lr}]
         arca_params = []
         if cfg.train_adaptor:

@@ -34,7 +34,7 @@ import re
 import shutil
 import socket
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -576,10 +576,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
 # --------------------------------------------------------------------------------------------
 
 
-def read_meta(path: str | Path, config_name: str, fmt: str, missing: str) -> dict[str, Any]:
+def read_meta(
+    path: str | Path,
+    config_name: str,
+    fmt: str,
+    missing: str,
+    retired: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """The JSON metadata of a self-describing checkpoint folder, checked for its format.
 
-    ``missing`` completes the error raised when ``path`` has no ``config_name``.
+    ``missing`` completes the error raised when ``path`` has no ``config_name``; ``retired``
+    maps older formats of this kind of folder to what changed and the fix, for their error.
     """
     path = Path(path)
     cfg_file = path / config_name
@@ -594,6 +601,8 @@ def read_meta(path: str | Path, config_name: str, fmt: str, missing: str) -> dic
     )
     if not isinstance(meta, dict) or meta.get("format") != fmt:
         got = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+        if retired and got in retired:
+            raise CheckpointError(f"{path} is a {got} model folder: {retired[got]}")
         raise CheckpointError(
             f"{cfg_file}: unknown format {got!r}, expected {fmt}; point to a folder saved by "
             "this LiRA version"

@@ -300,14 +300,18 @@ def test_write_json_is_strict(tmp_path):
          CheckpointError, r"unknown format 'other/1', expected lira/1"),
         (lambda p: (p.mkdir(), (p / "cfg.json").write_text("[1]")), CheckpointError,
          r"unknown format 'list'"),
+        (lambda p: (p.mkdir(), (p / "cfg.json").write_text('{"format": "lira/0"}')),
+         CheckpointError, r"missing-model is a lira/0 model folder: its head changed; retrain"),
     ],
-    ids=["missing-folder", "no-meta", "truncated-json", "not-utf8", "other-format", "not-object"],
+    ids=["missing-folder", "no-meta", "truncated-json", "not-utf8", "other-format", "not-object",
+         "retired-format"],
 )  # fmt: skip
 def test_read_meta_errors_name_the_file_and_the_fix(tmp_path, make, error, pattern):
     p = tmp_path / "missing-model"
     make(p)
     with pytest.raises(error, match=pattern) as e:
-        read_meta(p, "cfg.json", "lira/1", "a LiRA model (train one with `lira lasr`)")
+        read_meta(p, "cfg.json", "lira/1", "a LiRA model (train one with `lira lasr`)",
+                  {"lira/0": "its head changed; retrain"})  # fmt: skip
     assert isinstance(e.value, LiRAError)
 
 

@@ -11,6 +11,26 @@ import os
 import pytest
 
 
+@pytest.fixture
+def fake_vllm(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
+    """A stand-in ``vllm`` module (no engine cache): returns the kwargs of every ``vllm.LLM``
+    built, so a test sees what reached the engine."""
+    import sys
+    import types
+
+    from lira.translation import translators
+
+    calls: list[dict] = []
+
+    class LLM:
+        def __init__(self, **kwargs: object) -> None:
+            calls.append(kwargs)
+
+    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
+    monkeypatch.setattr(translators, "_ENGINES", {})
+    return calls
+
+
 def _resolve(request: pytest.FixtureRequest, env: str, ref: str) -> str:
     if os.environ.get(env):
         return os.environ[env]

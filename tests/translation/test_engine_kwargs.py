@@ -2,26 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-import types
-
 import pytest
 
 from lira.config import ConfigError, TranslatorConfig, from_dict
 from lira.translation import translators
-
-
-@pytest.fixture
-def fake_vllm(monkeypatch):
-    calls: list[dict] = []
-
-    class LLM:
-        def __init__(self, **kwargs):
-            calls.append(kwargs)
-
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
-    monkeypatch.setattr(translators, "_ENGINES", {})
-    return calls
 
 
 def test_tensor_parallel_and_engine_kwargs_reach_vllm(fake_vllm, monkeypatch):

@@ -8,8 +8,6 @@ configured cache_dir cannot be built there and fails, instead of passing silentl
 from __future__ import annotations
 
 import shutil
-import sys
-import types
 
 import pytest
 
@@ -77,19 +75,11 @@ def test_transformers_translator_and_critic_use_the_shared_loader(own_cache, loa
     assert lm.tokenizer.padding_side == "left" and lm.tokenizer.pad_token is not None
 
 
-def test_vllm_translator_and_critic_resolve_in_the_cache_dir(own_cache, monkeypatch):
-    engines: list[dict] = []
-
-    class LLM:
-        def __init__(self, **kwargs):
-            engines.append(kwargs)
-
-    monkeypatch.setitem(sys.modules, "vllm", types.SimpleNamespace(LLM=LLM))
-    monkeypatch.setattr(translators, "_ENGINES", {})
+def test_vllm_translator_and_critic_resolve_in_the_cache_dir(own_cache, fake_vllm):
     cfg = TranslatorConfig(name="v", kind="vllm", model="demo:qwen3-lm")
     translators.build_translator(cfg, str(own_cache))
     build_critic(CriticConfig(kind="vllm", model="demo:qwen3-lm"), cache_dir=str(own_cache))
-    assert [e["model"] for e in engines] == [str(own_cache / "qwen3-lm")]  # one shared engine
+    assert [e["model"] for e in fake_vllm] == [str(own_cache / "qwen3-lm")]  # one shared engine
 
 
 @pytest.mark.slow
