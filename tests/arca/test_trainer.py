@@ -353,3 +353,16 @@ def test_anchor_contrast_option_keeps_pairs_apart(build_model, xquad_pairs, tmp_
         )
     assert result[1.0] > 0.05
     assert result[1.0] > result[0.0] + 0.05
+
+
+def test_actor_agreement_counts_sources_whose_argmax_is_the_rewards_argmax():
+    from arca.trainer import actor_agreement
+
+    logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 9.0], [1.0, 0.0, 5.0]])
+    rewards = torch.tensor([[0.9, 0.1, 0.0], [0.2, 0.8, 0.0], [0.1, 0.7, 0.9]])
+    mask = torch.tensor([[True, True, True], [True, True, True], [True, True, False]])
+    # row 0 agrees (0 = 0); row 1 does not (2 vs 1); row 2: slot 2 is padding, so the reward's
+    # arg-max is 1 and the Actor's (padding masked in its logits by the caller) would be 0
+    masked = logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
+    assert float(actor_agreement(masked, rewards, mask)) == pytest.approx(1 / 3)
+    assert float(actor_agreement(rewards.masked_fill(~mask, -1.0), rewards, mask)) == 1.0

@@ -106,6 +106,7 @@ def test_penalty_zeroes_copies_and_empty_outputs(arca):
         SRC,
         "  wie viele MENSCHEN leben in Berlin  ",
         '"Wie viele Menschen leben in Berlin?"',
+        "Wie viele Menschen leben",  # a copy cut off by max_new_tokens: 24 of 35 characters
     ):
         check = format_check(SRC, out)
         assert check.hard and check.penalty == 1.0 and check.reasons == ("copy",)
@@ -116,7 +117,8 @@ def test_penalty_zeroes_copies_and_empty_outputs(arca):
     assert format_check(SRC, f'"{EN}"').penalty == 0.0  # quotes alone are not meta-text
     echo = format_check(SRC, f"{SRC} means {EN}")
     assert "echo" in echo.reasons and echo.penalty >= 0.5
-    assert format_check(SRC, "Berlin").reasons == ("short",)  # ratio 6/35 < 0.3
+    assert format_check(SRC, "Berlin").reasons == ("short",)  # ratio 6/35 < 0.3; not a copy
+    assert not format_check(SRC, "Wie viele").hard  # 9 of 35 characters: a fragment, no copy
     long = format_check(SRC, EN * 8)  # ratio ~7.2: log2(7.2 / 4) ~ 0.85
     assert long.reasons == ("long",) and 0.5 < long.penalty < 1.0
     tc = TuneTranslatorConfig(format_weight=1.5)
@@ -230,3 +232,43 @@ def test_store_keeps_tuned_and_base_candidates_apart(tuned_run, tmp_path):
         (base.name, "base says"),
         (tuned.name, "tuned says"),
     ]
+
+
+def test_evaluate_compares_the_backbone_on_base_and_tuned_translations(tuned_run, tmp_path):
+    import dataclasses
+    import json
+
+    from evaluators.translators import TranslatedQueries, run_translator_eval
+    from lira.errors import UserInputError
+    from lira.models import load_backbone
+
+    cfg, _ = tuned_run
+    summary = run_translator_eval(cfg, Namespace(pairs=5))
+    base, tuned = "h(qwen-lm)", "h(qwen-lm-grpo)"
+    nd = summary["ndcg@10"]
+    assert {
+        f"{m} {lg}" for m in ("backbone (raw question)", base, tuned) for lg in ("de", "all")
+    } <= set(nd)
+    # the tuned translator's paired Δ is the difference of the two means (same questions)
+    delta = summary["paired_delta"]["de"][0]
+    assert delta == pytest.approx(nd[f"{tuned} de"][0] - nd[f"{base} de"][0], abs=0.02)
+    out = Path(cfg.output_dir, "tune_translator", "qwen-lm-grpo", "evaluation")
+    assert json.loads((out / "summary.json").read_text())["questions"] == 2
+    assert (out / "pairs.md").read_text().count("\n| de |") == 2  # 2 held-out questions
+    # both translators' candidates of the held-out questions are in the run's store
+    with TranslationStore(Path(cfg.output_dir, "translations.sqlite")) as store:
+        assert store.count("qwen-lm") >= 2 and store.count("qwen-lm-grpo") >= 2
+    # the encoder embeds the stored translation, and the source where none is stored
+    backbone = load_backbone(cfg.models)
+    with TranslationStore(tmp_path / "t.sqlite") as store:
+        t = cfg.translation.llm_translators[0]
+        store.write_rows([Row(SRC, "de", t, raw=EN, text=EN)])
+        enc = TranslatedQueries(backbone, store, t)
+        got = enc.encode([SRC, "Wo liegt Berlin?"], ["de", "de"])
+        want = backbone.encode([EN, "Wo liegt Berlin?"])
+        assert torch.allclose(torch.as_tensor(got), torch.as_tensor(want), atol=1e-5)
+        assert enc.missing == 1
+    # no tuned model yet: one clear error naming the command
+    gone = dataclasses.replace(cfg.tune_translator, output=str(tmp_path / "none"))
+    with pytest.raises(UserInputError, match="run `lira tune-translator"):
+        run_translator_eval(dataclasses.replace(cfg, tune_translator=gone))
