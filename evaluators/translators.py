@@ -25,7 +25,6 @@ from typing import Any
 
 import numpy as np
 
-from arca.tune_translator import base_translator, output_folder, tuned_translator
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.runner import evaluate_encoders
 from lira.config import CriticConfig, RunConfig, TranslatorConfig
@@ -35,6 +34,7 @@ from lira.errors import UserInputError
 from lira.models import load_backbone
 from lira.translation.runner import fill_store, store_path
 from lira.translation.store import TranslationStore
+from lira.translation.tuning import base_translator, output_folder, tuned_translator
 
 log = logging.getLogger(__name__)
 SCENARIO = "lang-en"
