@@ -229,8 +229,8 @@ def test_a_rebuilt_demo_model_gets_new_store_keys(monkeypatch):
     from lira.translation.store import key_for
 
     t = TranslatorConfig(name="mt", role="mt", model="demo:marian")
-    before = key_for("Hallo", "de", t)
+    other = TranslatorConfig(name="mt", role="mt", model="some/folder")
+    before, other_before = key_for("Hallo", "de", t), key_for("Hallo", "de", other)
     monkeypatch.setitem(demo.VERSIONS, "marian", demo.VERSIONS["marian"] + 1)
     assert key_for("Hallo", "de", t) != before
-    other = TranslatorConfig(name="mt", role="mt", model="some/folder")
-    assert key_for("Hallo", "de", other) == key_for("Hallo", "de", other)
+    assert key_for("Hallo", "de", other) == other_before  # other models keep their keys
