@@ -15,8 +15,9 @@ samples ``num_generations`` English translations per training source (the prompt
 - penalty in [0, 1] (:func:`format_check`): the completion is cleaned like a pool candidate
   (:func:`lira.translation.cleanup.clean_translation`); an empty result or a copy of the source
   (the whole source, or a fragment of it at least COPY_MIN_SHARE of its length, e.g. a copy cut
-  off by max_new_tokens) gets penalty 1 and no composite at all (otherwise a policy could echo the source, which an
-  embedding space may find "similar"); meta-text that the cleanup removed (preambles, notes)
+  off by max_new_tokens), or a completion of >= MIN_WORDS words more than SOURCE_WORD_SHARE of
+  which are source words (a paraphrase in the source language), gets penalty 1 and no composite
+  at all (otherwise a policy could echo the source, which an embedding space may find "similar"); meta-text that the cleanup removed (preambles, notes)
   adds 0.5, a source echoed inside the translation adds 0.5, and a length ratio
   len(y) / len(x) (characters) outside [min_length_ratio, max_length_ratio] adds
   min(1, |log2(ratio / nearest bound)|).
@@ -81,6 +82,11 @@ ECHO_PENALTY = 0.5
 COPY_MIN_SHARE = 0.5
 """A completion found inside the source and at least this share of its length is a copy (the
 first tuning run on xquad_minilm learned such truncated copies when only exact ones counted)."""
+SOURCE_WORD_SHARE = 0.75
+"""A completion of at least MIN_WORDS words, more than this share of them words of the source,
+was not translated (a paraphrase in the source language; numbers do not count as words)."""
+MIN_WORDS = 3
+"""Completions with fewer words are not checked for source words (a name may be all there is)."""
 MIN_ECHO_CHARS = 8
 """Sources shorter than this (normalised) are not checked for an echo (too many false hits)."""
 
@@ -95,7 +101,7 @@ def normalize(text: str) -> str:
 
 @dataclass
 class FormatCheck:
-    """The cleaned completion and its format penalty; ``hard``: empty or a copy of the source."""
+    """The cleaned completion and its format penalty; ``hard``: empty, copied or untranslated."""
 
     text: str
     penalty: float
@@ -103,8 +109,13 @@ class FormatCheck:
 
     @property
     def hard(self) -> bool:
-        """True when the completion earns no composite reward at all (empty / copied source)."""
-        return "empty" in self.reasons or "copy" in self.reasons
+        """True when the completion earns no composite reward (empty, copied, untranslated)."""
+        return bool({"empty", "copy", "untranslated"} & set(self.reasons))
+
+
+def words(text: str) -> list[str]:
+    """The normalised words of ``text``, numbers left out (for the source-word check)."""
+    return [w for w in normalize(text).split() if not w.isdigit()]
 
 
 def format_check(
@@ -117,6 +128,10 @@ def format_check(
     src, out = normalize(source), normalize(cleaned)
     if out == src or (len(out) >= COPY_MIN_SHARE * len(src) and out in src):
         return FormatCheck(cleaned, 1.0, ("copy",))
+    out_words, src_words = words(cleaned), set(words(source))
+    shared = sum(w in src_words for w in out_words)
+    if len(out_words) >= MIN_WORDS and shared > SOURCE_WORD_SHARE * len(out_words):
+        return FormatCheck(cleaned, 1.0, ("untranslated",))
     penalty, reasons = 0.0, []
     if any(ch.isalnum() for ch in removed):  # quotes alone are harmless
         penalty += META_PENALTY
@@ -167,7 +182,7 @@ class AnchorReward:
     Called by ``GRPOTrainer`` with the prompts, the completions and the dataset columns
     ``source`` and ``lang`` (repeated per generation). :meth:`score` does the work on plain
     strings; :meth:`__call__` adapts TRL's arguments and logs ``anchor_sim``,
-    ``format_penalty`` and ``copy_or_empty`` (share of completions with no composite reward).
+    ``format_penalty`` and ``no_composite`` (share of completions with no composite reward).
     """
 
     __name__ = "arca_anchor"  # TRL's name of the reward in its logs
@@ -248,7 +263,7 @@ class AnchorReward:
             if live:
                 log_metric("anchor_sim", sum(p["sim"] for p in live) / len(live))
             log_metric("format_penalty", sum(p["penalty"] for p in parts) / len(parts))
-            log_metric("copy_or_empty", 1 - len(live) / len(parts))
+            log_metric("no_composite", 1 - len(live) / len(parts))
         return [p["reward"] for p in parts]
 
 

@@ -119,6 +119,11 @@ def test_penalty_zeroes_copies_and_empty_outputs(arca):
     assert "echo" in echo.reasons and echo.penalty >= 0.5
     assert format_check(SRC, "Berlin").reasons == ("short",)  # ratio 6/35 < 0.3; not a copy
     assert not format_check(SRC, "Wie viele").hard  # 9 of 35 characters: a fragment, no copy
+    # a paraphrase in the source language: 5 of its 6 words are source words (> 0.75)
+    para = format_check(SRC, "Wie viele Leute leben in Berlin?")
+    assert para.hard and para.reasons == ("untranslated",)
+    # shared names and numbers are not source words enough: 2 of 4 words (50 is no word)
+    assert not format_check("Wer gewann den Super Bowl 50?", "Who won Super Bowl 50?").hard
     long = format_check(SRC, EN * 8)  # ratio ~7.2: log2(7.2 / 4) ~ 0.85
     assert long.reasons == ("long",) and 0.5 < long.penalty < 1.0
     tc = TuneTranslatorConfig(format_weight=1.5)
