@@ -17,8 +17,9 @@ samples ``num_generations`` English translations per training source (the prompt
   (the whole source, or a fragment of it at least COPY_MIN_SHARE of its length, e.g. a copy cut
   off by max_new_tokens), or a completion of >= MIN_WORDS words more than SOURCE_WORD_SHARE of
   which are source words (a paraphrase in the source language), gets penalty 1 and no composite
-  at all (otherwise a policy could echo the source, which an embedding space may find "similar"); meta-text that the cleanup removed (preambles, notes)
-  adds 0.5, a source echoed inside the translation adds 0.5, and a length ratio
+  at all (otherwise a policy could echo the source, which an embedding space may find
+  "similar"); meta-text that the cleanup removed (preambles, notes) adds 0.5, a source echoed
+  inside the translation adds 0.5, and a length ratio
   len(y) / len(x) (characters) outside [min_length_ratio, max_length_ratio] adds
   min(1, |log2(ratio / nearest bound)|).
 
@@ -113,9 +114,9 @@ class FormatCheck:
         return bool({"empty", "copy", "untranslated"} & set(self.reasons))
 
 
-def words(text: str) -> list[str]:
-    """The normalised words of ``text``, numbers left out (for the source-word check)."""
-    return [w for w in normalize(text).split() if not w.isdigit()]
+def words(normalized: str) -> list[str]:
+    """The words of a :func:`normalize`-d text, numbers left out (for the source-word check)."""
+    return [w for w in normalized.split() if not w.isdigit()]
 
 
 def format_check(
@@ -128,7 +129,7 @@ def format_check(
     src, out = normalize(source), normalize(cleaned)
     if out == src or (len(out) >= COPY_MIN_SHARE * len(src) and out in src):
         return FormatCheck(cleaned, 1.0, ("copy",))
-    out_words, src_words = words(cleaned), set(words(source))
+    out_words, src_words = words(out), set(words(src))
     shared = sum(w in src_words for w in out_words)
     if len(out_words) >= MIN_WORDS and shared > SOURCE_WORD_SHARE * len(out_words):
         return FormatCheck(cleaned, 1.0, ("untranslated",))
