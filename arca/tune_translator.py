@@ -9,7 +9,14 @@ samples ``num_generations`` English translations per training source (the prompt
               - format_weight * penalty(x, y)
 
 - sim(x, y) = cos(E_lr(x), E_en(y)) in the anchor space of a trained Arca checkpoint (the
-  label-free core; :func:`anchor_similarity`, the quantity Arca's Actor sees as sim_k);
+  label-free core; :func:`anchor_similarity`, the quantity Arca's Actor sees as sim_k); with
+  ``center_sim`` (default) minus the completion's mean similarity to all training sources,
+  sim(x, y) - mean_x' cos(E_lr(x'), E_en(y)) = <e_y, e_x - mu> with unit vectors e and mu the
+  mean unit E_lr of the training sources. The plain cosine cannot tell a translation from a
+  generic English question (the third tuning run on xquad_minilm learned "What is the purpose
+  of the article?"-style outputs: such a question is as close to every source as to its own);
+  centred, the generic question earns ~0 (measured on held-out questions: the gold English
+  beats that question on 66% of sources plain, 95% centred);
 - (s, e, p): the configured critic's scores of the cleaned completion, computed only when one
   of alpha, beta, gamma is > 0 (all 0 by default: one critic call per sample is slow);
 - penalty in [0, 1] (:func:`format_check`): the completion is cleaned like a pool candidate
@@ -182,39 +189,62 @@ class AnchorReward:
 
     Called by ``GRPOTrainer`` with the prompts, the completions and the dataset columns
     ``source`` and ``lang`` (repeated per generation). :meth:`score` does the work on plain
-    strings; :meth:`__call__` adapts TRL's arguments and logs ``anchor_sim``,
-    ``format_penalty`` and ``no_composite`` (share of completions with no composite reward).
+    strings; :meth:`__call__` adapts TRL's arguments and logs ``anchor_sim`` (the plain
+    cosine), ``anchor_margin`` (the centred one), ``format_penalty`` and ``no_composite``
+    (share of completions with no composite reward). ``reference_sources``: the training
+    sources whose mean unit anchor mu centres sim (required with ``cfg.center_sim``).
     """
 
     __name__ = "arca_anchor"  # TRL's name of the reward in its logs
 
     def __init__(
-        self, arca: ArcaModel, cfg: TuneTranslatorConfig, critic: ScoreFn | None = None
+        self,
+        arca: ArcaModel,
+        cfg: TuneTranslatorConfig,
+        critic: ScoreFn | None = None,
+        reference_sources: Sequence[str] = (),
     ) -> None:
         self.arca, self.cfg, self.critic = arca, cfg, critic
         self._e_lr: dict[str, Tensor] = {}  # sources are a fixed set: memoise E_lr
+        self.mean_anchor: Tensor | None = None
+        if cfg.center_sim:
+            if not reference_sources:
+                raise ValueError("tune_translator.center_sim needs the training sources")
+            self.mean_anchor = self._anchors(list(reference_sources)).mean(0)
+
+    @torch.no_grad()
+    def _anchors(self, sources: list[str]) -> Tensor:
+        """Unit E_lr per source, memoised (the sources are a fixed set)."""
+        arca = self.arca
+        todo = list(dict.fromkeys(s for s in sources if s not in self._e_lr))
+        for i in range(0, len(todo), 64):
+            chunk = todo[i : i + 64]
+            e = F.normalize(arca.anchor_lr(arca.pooled_sources(chunk)).float().cpu(), dim=-1)
+            self._e_lr.update(zip(chunk, e))
+        return torch.stack([self._e_lr[s] for s in sources])
 
     def uses_critic(self) -> bool:
         """True when a critic weight is > 0 (the critic then scores every sample)."""
         return any(getattr(self.cfg, k) > 0 for k in ("alpha", "beta", "gamma"))
 
     @torch.no_grad()
-    def similarity(self, sources: Sequence[str], outputs: Sequence[str]) -> Tensor:
-        """:func:`anchor_similarity` with E_lr memoised per source and no growing E_en memo."""
-        arca = self.arca
-        todo = list(dict.fromkeys(s for s in sources if s not in self._e_lr))
-        if todo:
-            for s, v in zip(todo, arca.anchor_lr(arca.pooled_sources(todo)).float().cpu()):
-                self._e_lr[s] = v
+    def similarity(self, sources: Sequence[str], outputs: Sequence[str]) -> tuple[Tensor, Tensor]:
+        """(plain, centred) sim per pair: :func:`anchor_similarity` and it minus <e_y, mu>
+        (centred = plain without ``center_sim``); E_lr memoised, no growing E_en memo."""
         if not sources:
-            return torch.zeros(0)
-        e_lr = torch.stack([self._e_lr[s] for s in sources])
+            return torch.zeros(0), torch.zeros(0)
+        arca = self.arca
+        e_lr = self._anchors(list(sources))
         en = arca.english_inputs(list(outputs))
         e_en = arca.adaptor.embed_h(en) if arca.arca_cfg.objective == "shared" else en
         targets = getattr(arca, "_targets", None)
         if isinstance(targets, dict):
             targets.clear()  # every sample is new text: do not keep h's targets of all of them
-        return F.cosine_similarity(e_lr, e_en.float().cpu(), dim=-1)
+        e_en = F.normalize(e_en.float().cpu(), dim=-1)
+        plain = (e_lr * e_en).sum(-1)
+        if self.mean_anchor is None:
+            return plain, plain
+        return plain, plain - e_en @ self.mean_anchor
 
     def score(
         self, sources: Sequence[str], langs: Sequence[str], outputs: Sequence[str]
@@ -226,9 +256,11 @@ class AnchorReward:
             for x, y in zip(sources, outputs)
         ]
         live = [i for i, ch in enumerate(checks) if not ch.hard]
-        sims = torch.zeros(len(checks))
+        plain, sims = torch.zeros(len(checks)), torch.zeros(len(checks))
         if live and c.delta > 0:
-            sims[live] = self.similarity([sources[i] for i in live], [checks[i].text for i in live])
+            plain[live], sims[live] = self.similarity(
+                [sources[i] for i in live], [checks[i].text for i in live]
+            )
         scores = torch.full((len(checks), 3), NEUTRAL_SCORE)
         if live and self.critic is not None and self.uses_critic():
             for lang in dict.fromkeys(langs[i] for i in live):
@@ -242,7 +274,8 @@ class AnchorReward:
         for i, ch in enumerate(checks):
             r = (0.0 if ch.hard else float(composite[i])) - c.format_weight * ch.penalty
             out.append({
-                "reward": r, "sim": float(sims[i]), "scores": scores[i].tolist(),
+                "reward": r, "sim": float(plain[i]), "margin": float(sims[i]),
+                "scores": scores[i].tolist(),
                 "penalty": ch.penalty, "reasons": list(ch.reasons), "text": ch.text,
             })  # fmt: skip
         return out
@@ -260,9 +293,10 @@ class AnchorReward:
         parts = self.score(source, lang, outputs)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and parts:
-            live = [p for p in parts if "empty" not in p["reasons"] and "copy" not in p["reasons"]]
+            live = [p for p in parts if not set(p["reasons"]) & {"empty", "copy", "untranslated"}]
             if live:
                 log_metric("anchor_sim", sum(p["sim"] for p in live) / len(live))
+                log_metric("anchor_margin", sum(p["margin"] for p in live) / len(live))
             log_metric("format_penalty", sum(p["penalty"] for p in parts) / len(parts))
             log_metric("no_composite", 1 - len(live) / len(parts))
         return [p["reward"] for p in parts]
@@ -417,7 +451,7 @@ def run_tune_translator(cfg: RunConfig, args: Namespace | None = None) -> dict[s
             log.warning("critic weights > 0 but translation.critic.kind is none: neutral 5.5")
         else:
             critic = critic_scorer(built)
-    reward = AnchorReward(arca, tc, critic)
+    reward = AnchorReward(arca, tc, critic, reference_sources=[text for text, _ in sources])
     model, tokenizer = _load_policy(base, cfg.models.cache_dir)
     peft_config = None
     if tc.lora:

@@ -873,8 +873,8 @@ class ReasonConfig:
 class TuneTranslatorConfig:
     """GRPO fine-tuning of one LLM translator of the pool with Arca's reward (``lira
     tune-translator``; beyond the paper). R = 0.1 (alpha s + beta e + gamma p) + delta sim, with
-    the composite zeroed for an empty output or a copy of the source, minus format_weight x the
-    format penalty (length ratio, meta-text, echoed source)."""
+    the composite zeroed for an empty, copied or untranslated output, minus format_weight x the
+    format penalty (length ratio, meta-text, echoed source); sim centred by center_sim."""
 
     translator: str = ""
     """Name of the LLM translator in translation.llm_translators to tune; empty = the first."""
@@ -917,6 +917,9 @@ class TuneTranslatorConfig:
     """Reward weight of the critic's pragmatic score."""
     delta: float = 1.0
     """Reward weight of the anchor similarity cos(E_lr(x), E_en(y)) of the Arca checkpoint."""
+    center_sim: bool = True
+    """Subtract the completion's mean anchor similarity to all training sources from sim (a
+    generic English sentence, as similar to every source as to its own, then earns ~0)."""
     format_weight: float = 1.0
     """Weight of the format penalty (in [0, 1]) subtracted from the reward."""
     min_length_ratio: float = 0.3

@@ -69,7 +69,9 @@ def arca(arca_dir, arca_backbone):
 # ------------------------------------------------------------------------------ reward
 def test_reward_matches_a_hand_computation(arca):
     """R = 0.1 (0.4 s + 0.3 e + 0.3 p) + delta sim - w penalty, sim = the Actor's sim_k."""
-    tc = TuneTranslatorConfig(alpha=0.4, beta=0.3, gamma=0.3, delta=0.7, format_weight=2.0)
+    tc = TuneTranslatorConfig(
+        alpha=0.4, beta=0.3, gamma=0.3, delta=0.7, format_weight=2.0, center_sim=False
+    )
     reward = AnchorReward(arca, tc, critic=lambda xs, ys, lang: [(8, 6, 4)] * len(xs))
     meta = "Sure, here is the translation: " + EN
     parts = reward.score([SRC, SRC], ["de", "de"], [EN, meta])
@@ -96,9 +98,25 @@ def test_reward_matches_a_hand_computation(arca):
         lang=["de", "de"],
     )
     assert got == pytest.approx([hand, hand - 1.0], abs=1e-5)
-    # default weights: the critic is not called and the reward is delta * sim
-    plain = AnchorReward(arca, TuneTranslatorConfig(), critic=lambda *a: pytest.fail("called"))
+    # no critic weight: the critic is not called and the reward is delta * sim
+    tc = TuneTranslatorConfig(center_sim=False)
+    plain = AnchorReward(arca, tc, critic=lambda *a: pytest.fail("called"))
     assert plain.score([SRC], ["de"], [EN])[0]["reward"] == pytest.approx(sim, abs=1e-5)
+
+
+def test_centred_reward_matches_a_hand_computation(arca):
+    """center_sim: sim(x, y) - mean_x' cos(E_lr(x'), E_en(y)) over the reference sources."""
+    refs = [SRC, "Wer gewann den Super Bowl 50?", "Wo liegt die Stadt Köln?"]
+    reward = AnchorReward(arca, TuneTranslatorConfig(), reference_sources=refs)
+    outs = [EN, "What is the purpose of the article?"]
+    parts = reward.score([SRC, SRC], ["de", "de"], outs)
+    for part, y in zip(parts, outs):
+        cos = [float(anchor_similarity(arca, [x], [y])[0]) for x in refs]
+        assert part["sim"] == pytest.approx(cos[0], abs=1e-5)
+        assert part["margin"] == pytest.approx(cos[0] - sum(cos) / 3, abs=1e-5)
+        assert part["reward"] == pytest.approx(part["margin"], abs=1e-5)  # delta = 1
+    with pytest.raises(ValueError, match="training sources"):
+        AnchorReward(arca, TuneTranslatorConfig())
 
 
 def test_penalty_zeroes_copies_and_empty_outputs(arca):
@@ -127,7 +145,9 @@ def test_penalty_zeroes_copies_and_empty_outputs(arca):
     long = format_check(SRC, EN * 8)  # ratio ~7.2: log2(7.2 / 4) ~ 0.85
     assert long.reasons == ("long",) and 0.5 < long.penalty < 1.0
     tc = TuneTranslatorConfig(format_weight=1.5)
-    parts = AnchorReward(arca, tc).score([SRC] * 3, ["de"] * 3, [SRC, "", EN])
+    parts = AnchorReward(arca, tc, reference_sources=[SRC]).score(
+        [SRC] * 3, ["de"] * 3, [SRC, "", EN]
+    )
     assert [p["reward"] for p in parts[:2]] == [-1.5, -1.5]  # no similarity credit at all
     assert parts[2]["reward"] > -1.0 > parts[0]["reward"]
 
