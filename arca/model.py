@@ -240,6 +240,13 @@ class ArcaModel(nn.Module):
             return self.adaptor.bins_g(pooled).flatten(1)
         return self.adaptor.embed_g(pooled)
 
+    def anchor_en(self, en_inputs: Tensor) -> Tensor:
+        """E_en in the anchor space from :meth:`english_inputs`: [N, D] (the fixed target for
+        d1; A(P_S(h_tok(y))) through the shared Adaptor)."""
+        if self.arca_cfg.objective == "shared":
+            return self.adaptor.embed_h(en_inputs)
+        return en_inputs.to(self._device()).float()
+
     def forward(
         self,
         texts: Sequence[str],
@@ -257,10 +264,7 @@ class ArcaModel(nn.Module):
         """
         b, k = mask.shape
         e_lr = self.anchor_lr(self.pooled_sources(texts))  # [B, D]
-        if self.arca_cfg.objective == "shared":
-            e_flat = self.adaptor.embed_h(en_inputs)  # [N, D]
-        else:
-            e_flat = en_inputs.to(e_lr.device).float()  # [N, D], fixed target
+        e_flat = self.anchor_en(en_inputs)  # [N, D]
         e_en = e_flat.new_zeros(b * k, e_flat.shape[-1]).index_copy(
             0, slot.to(e_flat.device), e_flat
         )

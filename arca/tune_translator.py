@@ -166,8 +166,7 @@ def anchor_similarity(arca: ArcaModel, sources: Sequence[str], outputs: Sequence
     if not sources:
         return torch.zeros(0)
     e_lr = arca.anchor_lr(arca.pooled_sources(list(sources)))
-    en = arca.english_inputs(list(outputs))
-    e_en = arca.adaptor.embed_h(en) if arca.arca_cfg.objective == "shared" else en
+    e_en = arca.anchor_en(arca.english_inputs(list(outputs)))
     return F.cosine_similarity(e_lr.float(), e_en.to(e_lr.device).float(), dim=-1).cpu()
 
 
@@ -235,8 +234,7 @@ class AnchorReward:
             return torch.zeros(0), torch.zeros(0)
         arca = self.arca
         e_lr = self._anchors(list(sources))
-        en = arca.english_inputs(list(outputs))
-        e_en = arca.adaptor.embed_h(en) if arca.arca_cfg.objective == "shared" else en
+        e_en = arca.anchor_en(arca.english_inputs(list(outputs)))
         targets = getattr(arca, "_targets", None)
         if isinstance(targets, dict):
             targets.clear()  # every sample is new text: do not keep h's targets of all of them
@@ -249,7 +247,7 @@ class AnchorReward:
     def score(
         self, sources: Sequence[str], langs: Sequence[str], outputs: Sequence[str]
     ) -> list[dict[str, Any]]:
-        """Per completion: reward, sim, scores, penalty, reasons and the cleaned text."""
+        """Per completion: reward, sim, margin, scores, penalty, reasons, hard and the text."""
         c = self.cfg
         checks = [
             format_check(x, y, c.min_length_ratio, c.max_length_ratio)
@@ -276,7 +274,8 @@ class AnchorReward:
             out.append({
                 "reward": r, "sim": float(plain[i]), "margin": float(sims[i]),
                 "scores": scores[i].tolist(),
-                "penalty": ch.penalty, "reasons": list(ch.reasons), "text": ch.text,
+                "penalty": ch.penalty, "reasons": list(ch.reasons), "hard": ch.hard,
+                "text": ch.text,
             })  # fmt: skip
         return out
 
@@ -293,7 +292,7 @@ class AnchorReward:
         parts = self.score(source, lang, outputs)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and parts:
-            live = [p for p in parts if not set(p["reasons"]) & {"empty", "copy", "untranslated"}]
+            live = [p for p in parts if not p["hard"]]
             if live:
                 log_metric("anchor_sim", sum(p["sim"] for p in live) / len(live))
                 log_metric("anchor_margin", sum(p["margin"] for p in live) / len(live))
