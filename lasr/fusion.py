@@ -149,6 +149,15 @@ class FusionHead(nn.Module):
             return feats.new_zeros(feats.shape[0], 1)
         return self.raw_gate(feats).clamp(-MAX_LOG_GATE, MAX_LOG_GATE).exp()
 
+    def regate(self, z: Tensor, feats: Tensor) -> Tensor:
+        """ẑ [B, d_en + d_lr] of a cached (stop-grad) ẑ [B, d_en + d_lr] with the *current*
+        gate r(feats) [B, 1] on its multilingual half: the halves stay as cached, the weight is
+        live (with gradient). A DocQueue negative keeps the r it was pushed with otherwise, and
+        the gate learns a score scale instead of a mix (README "LaSR: the queue and the gate")."""
+        en = F.normalize(z[:, : self.d_en], dim=-1)
+        lr = F.normalize(z[:, self.d_en :], dim=-1)
+        return F.normalize(torch.cat([en, self.weight(feats.to(z.dtype)) * lr], dim=-1), dim=-1)
+
     def english(self, e_en: Tensor, e_raw: Tensor, feats: Tensor) -> Tensor:
         """The English half n(n(h(y*)) + w(x) · n(h(x))) [B, d_en] (= n(h(x)) for English)."""
         raw = self.raw_weight(feats) * F.normalize(e_raw, dim=-1)
@@ -197,6 +206,10 @@ class LaSRNet(nn.Module):
     def forward_packed(self, packed: Tensor) -> Tensor:
         """Forward on rows packed by :func:`pack` (DocQueue re-scoring)."""
         return self(*unpack(packed, self.head.d_en, self.adaptor.d_g))
+
+    def regate_packed(self, packed: Tensor) -> Tensor:
+        """:meth:`FusionHead.regate` on rows [cached ẑ; gate features] (DocQueue entries)."""
+        return self.head.regate(packed[:, : self.head.dim], packed[:, self.head.dim :])
 
 
 def pack(e_en: Tensor, g_bins: Tensor, feats: Tensor, e_raw: Tensor) -> Tensor:

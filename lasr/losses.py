@@ -134,6 +134,17 @@ def corr_loss(pred: Tensor, gold: Tensor, alpha: float = 0.5, tau: float = 0.1) 
     return loss
 
 
+def standardize_rows(scores: Tensor, mask: Tensor, std: float = 1.0, eps: float = 1e-8) -> Tensor:
+    """Each row of ``scores`` [Q, C] shifted and scaled to mean 0 and standard deviation ``std``
+    over its ``mask`` [Q, C] entries: a loss on the result depends on each row's ranking only,
+    not on a scale the model can set (LaSR ``scale_free``; the paper ranks raw cosines)."""
+    w = mask.to(scores.dtype)
+    n = w.sum(dim=1, keepdim=True).clamp(min=1.0)
+    mean = (scores * w).sum(dim=1, keepdim=True) / n
+    var = (((scores - mean) ** 2) * w).sum(dim=1, keepdim=True) / n
+    return std * (scores - mean) / (var + eps).sqrt()
+
+
 def soft_ndcg_loss(
     scores: Tensor,
     labels: Tensor,
@@ -222,4 +233,5 @@ __all__ = [
     "soft_ndcg_loss",
     "soft_ranks",
     "soft_spearman",
+    "standardize_rows",
 ]

@@ -12,7 +12,10 @@ the Arca checkpoint LaSR starts from (fixed for the run). Each step takes
   candidates per query = its positive + the top-M hardest same-language negatives of
   batch ∪ DocQueue (queued entries are stop-grad cached embeddings as in §4.2, or re-scored
   with the current net with ``lasr.queue_rescore``); loss = :func:`soft_ndcg_loss`
-  (+ λ_h hinge + λ_r mean/variance, Eq. 35-44; ``lasr.safe_negatives`` gates Eq. 40-41);
+  (+ λ_h hinge + λ_r mean/variance, Eq. 35-44; ``lasr.safe_negatives`` gates Eq. 40-41) on the
+  cosine scores, or with ``lasr.scale_free`` on each query's standardised scores with queued
+  entries re-weighted by the current gate (:meth:`FusionHead.regate`), so that the gate cannot
+  lower the loss by rescaling every score;
 - ``rank`` task: a batch of STS pairs; cosine predictions joined with the CorrQueue history;
   loss = :func:`corr_loss` (Eq. 31-34), skipped (enqueue only) below ``corr_min`` items;
 
@@ -45,7 +48,7 @@ from accelerate import Accelerator
 from torch import Tensor
 
 from lasr.fusion import LaSRNet, pack
-from lasr.losses import corr_loss, soft_ndcg_loss
+from lasr.losses import corr_loss, soft_ndcg_loss, standardize_rows
 from lasr.model import LiRAModel, Streams
 from lasr.queues import CorrQueue, DocQueue
 from lira.checkpoint import (
@@ -395,17 +398,26 @@ class LaSRTrainer:
         pos_rows = [docs.index(p) for p in pos]
         relevant = [{d for d, v in data.qrels[q].items() if v > 0} for q in qids]
         neg_langs = [d_langs[r] for r in pos_rows]  # negatives in the positive's language
-        rescore = self.acc.unwrap_model(self.net).forward_packed if cfg.queue_rescore else None
+        net = self.acc.unwrap_model(self.net)
+        rescore = None  # queued entries as pushed
+        if cfg.queue_rescore:
+            rescore = net.forward_packed
+        elif cfg.scale_free:
+            rescore = net.regate_packed  # the current gate on cached halves
         idx, valid = self.doc_queue.mine(
             zq, relevant, neg_langs, cfg.num_negatives, docs, d_langs, zd, rescore=rescore
         )
         neg = self.doc_queue.negatives(idx, zd, rescore=rescore)  # [B, M, d]
         s_pos = (zq * zd[pos_rows]).sum(-1, keepdim=True)  # [B, 1]
         s_neg = torch.einsum("bd,bmd->bm", zq, neg)  # [B, M]
-        scores = cfg.score_scale * torch.cat([s_pos, s_neg], dim=1)
+        scores = torch.cat([s_pos, s_neg], dim=1)
         labels = torch.zeros_like(scores)
         labels[:, 0] = 1
         mask = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1)
+        if cfg.scale_free:
+            scores = standardize_rows(scores, mask, cfg.score_std)
+        else:
+            scores = cfg.score_scale * scores
         loss = soft_ndcg_loss(
             scores,
             labels,
@@ -422,10 +434,12 @@ class LaSRTrainer:
             mask=mask,
         )
         if cfg.use_queue:
-            packed = None  # the rows queue_rescore re-scores; stop-grad entries need none
+            packed = None  # what `rescore` reads per entry; stop-grad entries need none
+            s = self.dbank.rows(docs)
             if cfg.queue_rescore:
-                s = self.dbank.rows(docs)
                 packed = pack(*s.tensors()).to(self.acc.device)
+            elif cfg.scale_free:
+                packed = torch.cat([zd.detach(), s.feats.to(zd)], dim=-1)
             self.doc_queue.push(docs, d_langs, zd, feats=packed)
         return loss
 

@@ -507,7 +507,14 @@ class LaSRConfig:
     lambda_r: float = 0.01
     """Weight λ_r of the mean/variance regulariser (Eq. 44; the paper gives no value)."""
     score_scale: float = 1.0
-    """Scale applied to cosine scores before the soft-nDCG loss."""
+    """Scale applied to cosine scores before the soft-nDCG loss (``scale_free: false``)."""
+    scale_free: bool = False
+    """Train the gate on rankings only: each query's candidate scores are standardised (std
+    ``score_std``) and queued documents get the current gate r(x). False (the paper's cosine
+    scores): a shrinking r sharpens every score, and the gate learns that scale instead of a
+    mix (README "The gate and the score scale"). Eq. 43 is inert when true."""
+    score_std: float = 0.1
+    """Standard deviation of each query's candidate scores under ``scale_free`` (τ's unit)."""
     ema_decay: float = 0.999
     """Decay of the EMA copy of the trained weights that is saved and evaluated."""
     gate_init: float = 1.0
@@ -572,6 +579,7 @@ class LaSRConfig:
             _check(getattr(self, k) > 0, k, "temperatures must be > 0")
         _check(self.corr_queue_size >= 0, "corr_queue_size", "must be >= 0")
         _check(self.doc_queue_size >= 0, "doc_queue_size", "must be >= 0")
+        _check(self.score_std > 0, "score_std", "must be > 0")
         _check(self.num_negatives >= 1, "num_negatives", "must be >= 1")
         _check(self.ndcg_k >= 1, "ndcg_k", "must be >= 1")
         _check(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")

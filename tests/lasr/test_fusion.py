@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 import torch.nn.functional as F
 
 from arca.adaptor import Adaptor
 from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features, pack
+from lasr.losses import soft_ndcg_loss, standardize_rows
 
 
 def _feats(b: int, english_query: bool = False, doc: bool = False) -> torch.Tensor:
@@ -96,3 +99,44 @@ def test_raw_view_mixes_the_untranslated_text_into_the_english_half():
     feats = gate_features(torch.zeros(2), torch.ones(2), torch.zeros(2, 4), False,
                           torch.tensor([0.25, 0.5]))  # fmt: skip
     assert feats[:, -1].tolist() == [0.25, 0.5] and _feats(2)[:, -1].tolist() == [0.0, 0.0]
+
+
+def test_regate_applies_the_current_gate_to_a_cached_embedding():
+    """regate(ẑ cached, feats) keeps ẑ's two halves and swaps in the live r(feats), with
+    gradient to the gate: = ẑ while the gate is unchanged, = a fresh forward after it moved."""
+    torch.manual_seed(0)
+    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, gate_init=2.0).eval()
+    e_en, e_lr, feats = torch.randn(3, 6), torch.randn(3, 4), _feats(3, doc=True)
+    cached = head(e_en, e_lr, feats).detach()
+    assert torch.allclose(head.regate(cached, feats), cached, atol=1e-6)
+    with torch.no_grad():
+        head.gate_linear.bias.add_(math.log(3.0))  # r: 2 -> 6
+    fresh = head(e_en, e_lr, feats)
+    assert torch.allclose(head.regate(cached, feats), fresh, atol=1e-6)
+    head.regate(cached, feats)[:, 6:].sum().backward()
+    assert head.gate_linear.bias.grad is not None and head.gate_linear.bias.grad.abs() > 0
+
+
+def test_scale_free_scores_take_the_score_scale_away_from_the_gate():
+    """An English query (r_q = 0) scores English documents (one shared r_d) cos_en/sqrt(1 + r_d²):
+    on raw cosines the soft-nDCG loss falls as r_d shrinks (the gate learns a temperature);
+    on standardised rows (lasr.scale_free) the loss does not depend on r_d at all."""
+    torch.manual_seed(0)
+    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0).eval()
+    q = head(torch.randn(1, 6), torch.randn(1, 4), _feats(1, english_query=True))
+    d_en, d_lr = torch.randn(9, 6), torch.randn(9, 4)
+    d_en[0] = q[0, :6] + 0.3 * torch.randn(6)  # the positive: near the query
+    labels = torch.zeros(1, 9)
+    labels[0, 0] = 1
+    docs = head(d_en, d_lr, _feats(9, doc=True)).detach()
+
+    def grad(scale_free: bool) -> float:
+        head.zero_grad()
+        s = q.detach() @ head.regate(docs, _feats(9, doc=True)).T
+        if scale_free:
+            s = standardize_rows(s, torch.ones_like(s, dtype=torch.bool), 0.1)
+        soft_ndcg_loss(s, labels, safe_negatives=False).backward()
+        return float(head.gate_linear.bias.grad)
+
+    assert grad(scale_free=False) > 1e-4  # descent lowers r_d: every score gets sharper
+    assert abs(grad(scale_free=True)) < 1e-6

@@ -16,6 +16,7 @@ from lasr.losses import (
     soft_ndcg_loss,
     soft_ranks,
     soft_spearman,
+    standardize_rows,
 )
 from lira.metrics import ndcg_of_scores
 
@@ -185,3 +186,21 @@ def test_pairwise_sigmoid_sum_gradient_matches_autograd_and_chunking():
     assert torch.autograd.gradcheck(lambda t: pairwise_sigmoid_sum(t, w, 0.3, chunk=3), (x,))
     ref = (torch.sigmoid((x[..., :, None] - x[..., None, :]) / 0.3) * w[..., None, :]).sum(-1)
     assert torch.allclose(pairwise_sigmoid_sum(x, w, 0.3, chunk=2), ref)
+
+
+def test_standardize_rows_hand_computation_and_affine_invariance():
+    """Row mean 0 and std ``std`` over the mask (padding ignored); a loss on the result cannot
+    see a per-row scale or shift (LaSR ``scale_free``)."""
+    s = torch.tensor([[1.0, 2.0, 3.0, 50.0], [0.2, 0.1, 0.4, 0.3]])
+    m = torch.tensor([[True, True, True, False], [True, True, True, True]])
+    z = standardize_rows(s, m, std=0.1)
+    want0 = 0.1 * (torch.tensor([1.0, 2.0, 3.0]) - 2.0) / math.sqrt(2.0 / 3.0)
+    assert torch.allclose(z[0, :3], want0, atol=1e-5)
+    assert torch.allclose(z[1].mean(), torch.tensor(0.0), atol=1e-6)
+    assert torch.allclose(z[1].pow(2).mean().sqrt(), torch.tensor(0.1), atol=1e-5)
+    y = torch.tensor([[1, 0, 0, 0], [0, 0, 1, 0]])
+    a = soft_ndcg_loss(z, y, mask=m, lambda_h=0.1, lambda_r=0.01)
+    b = soft_ndcg_loss(standardize_rows(3.0 * s - 1.0, m, 0.1), y, mask=m, lambda_h=0.1,
+                       lambda_r=0.01)  # fmt: skip
+    assert torch.allclose(a, b, atol=1e-6)
+    assert not torch.allclose(soft_ndcg_loss(s, y, mask=m), soft_ndcg_loss(3.0 * s, y, mask=m))
