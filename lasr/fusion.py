@@ -153,7 +153,7 @@ class FusionHead(nn.Module):
         """ẑ [B, d_en + d_lr] of a cached (stop-grad) ẑ [B, d_en + d_lr] with the *current*
         gate r(feats) [B, 1] on its multilingual half: the halves stay as cached, the weight is
         live (with gradient). A DocQueue negative keeps the r it was pushed with otherwise, and
-        the gate learns a score scale instead of a mix (README "LaSR: the queue and the gate")."""
+        the gate learns a score scale instead of a mix (README "The gate and the score scale")."""
         en = F.normalize(z[:, : self.d_en], dim=-1)
         lr = F.normalize(z[:, self.d_en :], dim=-1)
         return F.normalize(torch.cat([en, self.weight(feats.to(z.dtype)) * lr], dim=-1), dim=-1)

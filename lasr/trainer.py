@@ -435,11 +435,10 @@ class LaSRTrainer:
         )
         if cfg.use_queue:
             packed = None  # what `rescore` reads per entry; stop-grad entries need none
-            s = self.dbank.rows(docs)
             if cfg.queue_rescore:
-                packed = pack(*s.tensors()).to(self.acc.device)
-            elif cfg.scale_free:
-                packed = torch.cat([zd.detach(), s.feats.to(zd)], dim=-1)
+                packed = pack(*self.dbank.rows(docs).tensors()).to(self.acc.device)
+            elif cfg.scale_free:  # [cached ẑ; gate features]: LaSRNet.regate_packed's rows
+                packed = torch.cat([zd.detach(), self.dbank.rows(docs).feats.to(zd)], dim=-1)
             self.doc_queue.push(docs, d_langs, zd, feats=packed)
         return loss
 

