@@ -10,6 +10,11 @@ is a fixed target of h and never passes through A.
 ``Linear(d_g -> d_h)`` when d_g != d_h. Trained on both sides, Eq. 5 is then minimised by a
 constant output (measured: matched and shuffled pairs reach the same cosine).
 
+``residual=True`` (``arca.adaptor_init: identity``, beyond the paper) makes it A(x) = P(x) +
+MLP(x) with the MLP's last layer zero-initialised and P the identity when d_g = d_h (else a
+linear projection), so E_lr starts as g itself: where g is the stronger encoder, Arca then
+departs from g's geometry only as far as the anchor pays for it.
+
 Sentence vectors are the mean over the S bins: E = mean_s A(P_S(tokens))_s.
 """
 
@@ -22,7 +27,9 @@ from torch import nn
 class Adaptor(nn.Module):
     """Two-layer MLP from g's pooled bins to h's space (App. D.1); optionally shared (Eq. 4)."""
 
-    def __init__(self, d_g: int, d_h: int, hidden: int = 512, shared: bool = False) -> None:
+    def __init__(
+        self, d_g: int, d_h: int, hidden: int = 512, shared: bool = False, residual: bool = False
+    ) -> None:
         super().__init__()
         if min(d_g, d_h, hidden) < 1:
             raise ValueError(f"Adaptor dims must be >= 1, got d_g={d_g} d_h={d_h} hidden={hidden}")
@@ -32,6 +39,14 @@ class Adaptor(nn.Module):
         self.mlp = nn.Sequential(
             nn.Linear(d_in, hidden), nn.ReLU(), nn.LayerNorm(hidden), nn.Linear(hidden, d_h)
         )
+        if residual and shared:
+            raise ValueError("a residual Adaptor is for the D.1 reading (shared=False)")
+        self.residual = residual
+        self.skip: nn.Module | None = None
+        if residual:
+            self.skip = nn.Identity() if d_g == d_h else nn.Linear(d_g, d_h, bias=False)
+            nn.init.zeros_(self.mlp[-1].weight)
+            nn.init.zeros_(self.mlp[-1].bias)
 
     @property
     def dim(self) -> int:
@@ -40,7 +55,8 @@ class Adaptor(nn.Module):
 
     def bins_g(self, pooled: torch.Tensor) -> torch.Tensor:
         """A(G(x)) for the multilingual path: [B, S, d_g] -> [B, S, d_h]."""
-        return self.mlp(self.proj_g(pooled))
+        out = self.mlp(self.proj_g(pooled))
+        return out if self.skip is None else out + self.skip(pooled)
 
     def bins_h(self, pooled: torch.Tensor) -> torch.Tensor:
         """A(H(y)) for the English path of the shared reading: [B, S, d_h] -> [B, S, d_h]."""

@@ -129,6 +129,7 @@ class ArcaModel(nn.Module):
             int(backbone.dim),
             arca_cfg.adaptor_hidden,
             shared=arca_cfg.objective == "shared",
+            residual=arca_cfg.adaptor_init == "identity",
         )
         return cls(encoder, adaptor, Actor(), arca_cfg, models_cfg, backbone)
 
@@ -153,20 +154,21 @@ class ArcaModel(nn.Module):
         return tokens
 
     # ------------------------------------------------------------------ paths
-    def pooled_sources(self, texts: Sequence[str]) -> Tensor:
-        """G(x) = P_S(g_tok(x)): [B, S, d_g] (differentiable through g; a sentence-level g gives
-        a length-1 stream, so every bin holds its vector). A frozen g with a cache reads it."""
+    def pooled_sources(self, texts: Sequence[str], kind: str = "query") -> Tensor:
+        """G(x) = P_S(g_tok(x)): [B, S, d_g] of ``kind`` texts (query | document: g's own prefix
+        per kind; differentiable through g; a sentence-level g gives a length-1 stream, so
+        every bin holds its vector). A frozen g with a cache reads it."""
         texts = list(texts)
         if self.g_cache is not None and self.encoder_mode() == "frozen" and texts:
-            return self._cached_sources(texts)
-        tokens, mask = self.encoder(texts)  # [B, L, d_g], [B, L]
+            return self._cached_sources(texts, kind)
+        tokens, mask = self.encoder(texts, kind)  # [B, L, d_g], [B, L]
         dev = self._device()
         tokens = self._guard(tokens.to(dev).float())
         return temporal_pool(tokens, mask.to(dev), self.pool_size)
 
-    def _cached_sources(self, texts: list[str]) -> Tensor:
-        """P_S(g(x)) through the disk cache: token-level g stores the S bins, sentence-level g
-        its vector (expanded to S bins here)."""
+    def _cached_sources(self, texts: list[str], kind: str) -> Tensor:
+        """P_S(g(x)) through the disk cache (keyed by kind too): token-level g stores the S
+        bins, sentence-level g its vector (expanded to S bins here)."""
 
         if not hasattr(self, "_g_id"):
             self._g_id = encoder_id(self.encoder, self.models_cfg.cache_dir)
@@ -175,14 +177,14 @@ class ArcaModel(nn.Module):
 
         @torch.no_grad()
         def compute(todo: list[str]) -> Tensor:
-            tokens, mask = self.encoder(todo)
+            tokens, mask = self.encoder(todo, kind)
             if sentence:
                 return self._guard(tokens.float())  # [M, 1, d]
             tokens = self._guard(tokens.to(dev).float())
             return temporal_pool(tokens, mask.to(dev), self.pool_size)  # [M, S, d]
 
         bins = None if sentence else self.pool_size
-        out = self.g_cache.pooled(texts, self._g_id, bins, compute).to(dev)
+        out = self.g_cache.pooled(texts, f"{self._g_id}|kind={kind}", bins, compute).to(dev)
         if sentence:
             ones = torch.ones(out.shape[:2], dtype=torch.long, device=dev)
             return temporal_pool(out, ones, self.pool_size)
@@ -439,7 +441,8 @@ class ArcaModel(nn.Module):
         if backbone is None and load_backbone_model:
             backbone = load_backbone(models_cfg)
         shared = arca_cfg.objective == "shared"
-        adaptor = Adaptor(meta["d_g"], meta["d_h"], arca_cfg.adaptor_hidden, shared=shared)
+        adaptor = Adaptor(meta["d_g"], meta["d_h"], arca_cfg.adaptor_hidden, shared=shared,
+                          residual=arca_cfg.adaptor_init == "identity")  # fmt: skip
         model = cls(encoder, adaptor, Actor(), arca_cfg, models_cfg, backbone)
         model.adaptor.load_state_dict(load_file(str(path / "adaptor.safetensors")))
         model.actor.load_state_dict(load_file(str(path / "actor.safetensors")))

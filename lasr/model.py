@@ -13,7 +13,7 @@ For a text x in language l the model computes two streams and fuses them (paper 
 - h(x): the backbone on the untranslated text (the raw view, ``lasr.raw_view``), mixed into the
   English half by a learned weight (= E_en for English and untranslated texts);
 
-and returns ẑ = FusionHead(E_en, E_lr, features) ∈ R^{d_en + d_lr}, ℓ2-normalised
+and returns ẑ = FusionHead(E_en, E_lr, features, ḡ) ∈ R^{d_en + d_lr (+ d_g)}, ℓ2-normalised
 (:mod:`lasr.fusion`: a per-text weighted concatenation, so English keeps the backbone's order). Translations come from the translation
 store (offline) or, with ``online=True``, the translator pool first fills the store for texts
 missing there (:func:`lira.translation.runner.fill_store`, same pass@k translators and critic). ``save_pretrained`` writes a self-describing folder::
@@ -21,13 +21,16 @@ missing there (:func:`lira.translation.runner.fill_store`, same pass@k translato
     lira_config.json   models / translation / arca / lasr sections + stream dimensions + the
                        translation store's path relative to this folder
     head.safetensors   the LaSR fusion head (EMA weights after training)
-    arca/              Arca encoder g + Adaptor + Actor (Arca's own format)
+    adaptor.safetensors LaSR's Adaptor (its own copy of Arca's, trained end to end)
+    arca/              Arca encoder g + Adaptor + Actor as Arca trained them (Arca's format;
+                       its Adaptor scores candidates for the Actor's selection)
 
 The backbone is stored as a reference (hub id, folder or demo alias), not copied.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import logging
@@ -64,10 +67,14 @@ log = logging.getLogger(__name__)
 
 CONFIG_NAME = "lira_config.json"
 HEAD_NAME = "head.safetensors"
-FORMAT = "lira-v2"
+ADAPTOR_NAME = "adaptor.safetensors"
+FORMAT = "lira-v3"
+_RETRAIN = (
+    "train LaSR again (`lira lasr CONFIG`; the Arca checkpoint and the store are still valid)"
+)
 RETIRED_FORMATS = {
-    "lira-v1": "its fusion head predates the raw-view gate and the 9th gate feature; train LaSR "
-    "again (`lira lasr CONFIG`, the Arca checkpoint and the translation store are still valid)"
+    "lira-v1": f"its fusion head predates the raw-view gate and the 9th gate feature; {_RETRAIN}",
+    "lira-v2": f"its fusion head predates the per-type block weights and g's own block; {_RETRAIN}",
 }
 """Older model-folder formats and the fix named when one is loaded (:func:`read_meta`)."""
 UNKNOWN_LANG = "xx"
@@ -138,13 +145,14 @@ class LiRAModel(nn.Module):
         """Non-English texts looked up in the store (so far)."""
         self.cache_streams = False
         """Memoise streams per (kind, lang, text): for evaluations that encode a text for
-        several models or scenarios (streams depend on the Adaptor only through selection)."""
+        several models or scenarios (streams depend on Arca's Adaptor, which LaSR does not
+        train, only through selection)."""
         self._memo: dict[tuple[str, str, str], tuple[Tensor, ...]] = {}
         self.eval()
 
     @property
     def dim(self) -> int:
-        """Embedding dimension d_en + d_lr."""
+        """Embedding dimension d_en + d_lr (+ d_g with lasr.raw_g)."""
         return self.head.dim
 
     def set_head(self, lasr: LaSRConfig, head: FusionHead | None = None) -> None:
@@ -161,8 +169,13 @@ class LiRAModel(nn.Module):
             use_en=True,
             use_lr=lasr.use_multilingual_encoder,
             raw_view=lasr.raw_view,
+            d_g=self.arca.adaptor.d_g if lasr.raw_g else 0,
         )
-        self.net = LaSRNet(self.head, self.arca.adaptor)
+        # LaSR's own Adaptor (App. D.1, trained end to end); Arca's keeps scoring candidates
+        adaptor = copy.deepcopy(self.arca.adaptor)
+        for p in adaptor.parameters():
+            p.requires_grad_(False)
+        self.net = LaSRNet(self.head, adaptor)
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -201,6 +214,8 @@ class LiRAModel(nn.Module):
         (path / CONFIG_NAME).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         state = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
         save_file(state, str(path / HEAD_NAME))
+        state = {k: v.detach().cpu().contiguous() for k, v in self.net.adaptor.state_dict().items()}
+        save_file(state, str(path / ADAPTOR_NAME))
         self.arca.save_pretrained(path / "arca")
 
     def use_run_cache(self, output_dir: str | Path) -> bool:
@@ -240,6 +255,7 @@ class LiRAModel(nn.Module):
                 )
         model = cls(models, translation, arca_cfg, lasr, backbone, arca, store, online)
         model.head.load_state_dict(load_file(str(path / HEAD_NAME)))
+        model.net.adaptor.load_state_dict(load_file(str(path / ADAPTOR_NAME)))
         return model.eval()
 
     # ------------------------------------------------------------------ streams
@@ -338,7 +354,7 @@ class LiRAModel(nn.Module):
         bs = batch_size or max(len(texts), 1)
         g_bins = torch.cat(
             [
-                self.arca.pooled_sources(texts[i : i + bs]).float().cpu()
+                self.arca.pooled_sources(texts[i : i + bs], kind).float().cpu()
                 for i in range(0, len(texts), bs)
             ]
         )
@@ -369,7 +385,7 @@ class LiRAModel(nn.Module):
         convert_to_numpy: bool = True,
         part: str = "fused",
     ) -> np.ndarray | Tensor:
-        """L2-normalised embeddings [N, d_en + d_lr] (numpy, or torch with convert_to_numpy=False).
+        """L2-normalised embeddings [N, dim] (numpy, or torch with convert_to_numpy=False).
 
         ``langs`` gives each text's language (ISO 639-1); "en" skips translation. The store
         is keyed by language, so without ``langs`` (language "xx" = unknown) texts are
@@ -401,7 +417,7 @@ class LiRAModel(nn.Module):
             if part == "translation":
                 out = torch.nn.functional.normalize(st.e_en, dim=-1)
             elif part == "e_lr":
-                e_lr = self.arca.adaptor.embed_g(st.g_bins.to(dev)).float().cpu()
+                e_lr = self.net.adaptor.embed_g(st.g_bins.to(dev)).float().cpu()
                 out = torch.nn.functional.normalize(e_lr, dim=-1)
             else:
                 out = self.net(*st.net_inputs(dev)).float().cpu()

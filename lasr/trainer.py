@@ -35,6 +35,7 @@ the step folders a previous run left. The final model (EMA weights) is written w
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import logging
 from argparse import Namespace
@@ -47,7 +48,8 @@ import torch
 from accelerate import Accelerator
 from torch import Tensor
 
-from lasr.fusion import LaSRNet, pack
+from lasr.fixed_fusion import FusionFit, block_cosines, fit_fusion, fitted_table
+from lasr.fusion import MAX_LOG_GATE, LaSRNet, pack
 from lasr.losses import corr_loss, soft_ndcg_loss, standardize_rows
 from lasr.model import LiRAModel, Streams
 from lasr.queues import CorrQueue, DocQueue
@@ -245,10 +247,16 @@ def evaluate_retrieval(
         raise ValueError("evaluate_retrieval: no query has a judged document in the corpus")
     per_query = ndcg_at_k(run, {q: r for q, r in binary.items() if r}, k)
     true = [per_query.get(q, 0.0) for q in run]  # no relevant candidate: 0
+    by_lang: dict[str, list[float]] = {}
+    for q, v in zip(run, true):
+        by_lang.setdefault(qbank.langs[qbank.index[q]], []).append(v)
+    langs = {lang: float(np.mean(v)) for lang, v in by_lang.items()}
     return {
         f"ndcg@{k}": float(np.mean(true)),
         f"soft_ndcg_loss@{k}": float(np.mean(soft)),
         "queries": len(true),
+        "by_lang": langs,
+        "macro": float(np.mean(list(langs.values()))),
     }
 
 
@@ -324,8 +332,13 @@ class LaSRTrainer:
         for p in model.arca.parameters():
             p.requires_grad_(False)
         head = net.head
+        self.fits: dict[str, FusionFit] = {}
+        """The validation-best fixed fusion per query type (``lasr.fusion_init: validation``)."""
+        if cfg.fusion_init == "validation":
+            self.fit_fixed_fusion(eval_retrieval)
         gate = [
-            *head.gate_linear.parameters(),
+            head.type_logw,
+            head.logit_scale,
             *head.gate_mlp.parameters(),
             *head.raw_gate.parameters(),
         ]
@@ -350,6 +363,8 @@ class LaSRTrainer:
         self.optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
         self.net, self.optimizer = self.acc.prepare(net, self.optimizer)
         self.ema = HeadEMA(self.acc.unwrap_model(self.net), cfg.ema_decay)
+        self.initial = {k: v.detach().clone() for k, v in self.ema.shadow.state_dict().items()}
+        """The net at step 0 (with ``fusion_init: validation``: the fitted fixed fusion)."""
         qsize = cfg.corr_queue_size if cfg.use_queue else 0
         self.corr_queue = CorrQueue(qsize, cfg.corr_min if cfg.use_queue else 0)
         self.doc_queue = DocQueue(cfg.doc_queue_size if cfg.use_queue else 0)
@@ -365,6 +380,63 @@ class LaSRTrainer:
         """Optimisation steps skipped because the loss or the gradient norm was not finite."""
         self._resumed = False
         self._bad_window = False
+        self.best: dict[str, Any] = {}
+        """The selected weights (``lasr.select_on_validation``): step, validation score, EMA
+        state; step 0 is the fixed fusion the head starts from."""
+        self.english_floor = self.fits["en"].parts.get("en") if "en" in self.fits else None
+        """The backbone's validation nDCG@k on English queries: no selection goes below it."""
+
+    # ---------------------------------------------------------------- fixed fusion
+    def fit_fixed_fusion(self, dev: RetrievalData | None) -> None:
+        """Set the head's block weights to the best fixed score fusion on the validation split
+        ``dev`` per query type (:mod:`lasr.fixed_fusion`); without one, keep the paper's."""
+        cfg, model = self.cfg, self.model
+        if dev is None:
+            log.warning("lasr.fusion_init=validation but there is no validation split "
+                        "(data.dev_fraction = 0): the paper's block weights are used")  # fmt: skip
+            return
+        qb, db = retrieval_banks(model, dev, max(cfg.batch_size, 8))
+        en_docs = [j for j, lang in enumerate(db.langs) if lang == "en"]
+        cos = block_cosines(model.net, qb.streams.tensors(), db.streams.select(en_docs).tensors())
+        labels = torch.tensor(
+            [[float(dev.qrels.get(q, {}).get(db.keys[j], 0) > 0) for j in en_docs] for q in qb.keys]
+        )
+        head = model.net.head
+        allowed = (head.use_en, head.use_lr, head.d_g > 0)
+        weights: dict[str, tuple[float, ...] | None] = {"foreign": None, "en": None}
+        for kind in weights:
+            groups: dict[str, list[int]] = {}
+            for i, lang in enumerate(qb.langs):
+                if (lang == "en") == (kind == "en") and labels[i].any():
+                    groups.setdefault(lang, []).append(i)
+            if not groups:
+                continue
+            fit = fit_fusion(cos, labels, groups, cfg.fusion_grid, cfg.ndcg_k, allowed)
+            self.fits[kind] = fit
+            weights[kind] = fit.weights
+            log.info("lasr: fixed fusion on validation, %s queries: λ(en, lr, g) = %s, nDCG@%d "
+                     "%.4f %s (blocks alone: %s)", kind, fit.weights, cfg.ndcg_k, fit.score,
+                     {k: round(v, 4) for k, v in fit.by_lang.items()},
+                     {k: round(v, 4) for k, v in fit.parts.items()})  # fmt: skip
+        head.set_weights(fitted_table(weights["foreign"], weights["en"]))
+
+    def consider(self, step: int, result: dict[str, Any]) -> bool:
+        """Keep the EMA weights of ``step`` when their validation macro nDCG@k beats the best so
+        far and English queries stay at or above the backbone (``select_on_validation``)."""
+        r = result.get("retrieval")
+        if not self.cfg.select_on_validation or not r:
+            return False
+        en = r["by_lang"].get("en")
+        if self.english_floor is not None and en is not None and en < self.english_floor - 1e-9:
+            log.info("lasr: step %d not kept: validation En-En %.4f below the backbone's %.4f",
+                     step, en, self.english_floor)  # fmt: skip
+            return False
+        if self.best and r["macro"] <= self.best["score"]:
+            return False
+        state = {k: v.detach().clone() for k, v in self.ema.shadow.state_dict().items()}
+        self.best = {"step": step, "score": r["macro"], "state": state}
+        log.info("lasr: step %d kept (validation macro nDCG %.4f)", step, r["macro"])
+        return True
 
     # ---------------------------------------------------------------- steps
     def _sample(self, n: int, size: int) -> list[int]:
@@ -399,6 +471,8 @@ class LaSRTrainer:
         relevant = [{d for d, v in data.qrels[q].items() if v > 0} for q in qids]
         neg_langs = [d_langs[r] for r in pos_rows]  # negatives in the positive's language
         net = self.acc.unwrap_model(self.net)
+        if cfg.negatives == "corpus":
+            return self._corpus_loss(net, qids, zq, pos, relevant)
         rescore = None  # queued entries as pushed
         if cfg.queue_rescore:
             rescore = net.forward_packed
@@ -411,14 +485,62 @@ class LaSRTrainer:
         s_pos = (zq * zd[pos_rows]).sum(-1, keepdim=True)  # [B, 1]
         s_neg = torch.einsum("bd,bmd->bm", zq, neg)  # [B, M]
         scores = torch.cat([s_pos, s_neg], dim=1)
+        mask = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1)
+        loss = self._ranking_loss(net, scores, mask)
+        if cfg.use_queue:
+            packed = None  # what `rescore` reads per entry; stop-grad entries need none
+            if cfg.queue_rescore:
+                packed = pack(*self.dbank.rows(docs).tensors()).to(self.acc.device)
+            elif cfg.scale_free:  # [cached ẑ; gate features]: LaSRNet.regate_packed's rows
+                packed = torch.cat([zd.detach(), self.dbank.rows(docs).feats.to(zd)], dim=-1)
+            self.doc_queue.push(docs, d_langs, zd, feats=packed)
+        return loss
+
+    def _corpus_loss(
+        self, net: LaSRNet, qids: list[str], zq: Tensor, pos: list[str], relevant: list[set[str]]
+    ) -> Tensor:
+        """Soft nDCG with the M hardest negatives of the whole training corpus, scored by the
+        current model (``lasr.negatives: corpus``): exact hard negatives, no stale entries."""
+        cfg, bank = self.cfg, self.dbank
+        assert bank is not None
+        with torch.no_grad():
+            was = net.training
+            net.eval()
+            zall = embed_rows(net, bank.streams, self.acc.device)  # [D, d]
+            net.train(was)
+            s_all = zq.detach() @ zall.T  # [B, D]
+            langs = np.asarray(bank.langs)
+            for b, p in enumerate(pos):
+                off = langs != langs[bank.index[p]]
+                off[[bank.index[d] for d in relevant[b] if d in bank.index]] = True
+                s_all[b, torch.from_numpy(off).to(s_all.device)] = float("-inf")
+            m = min(cfg.num_negatives, s_all.shape[1])
+            top = s_all.topk(m, dim=1)
+        valid = torch.isfinite(top.values)
+        keys = [bank.keys[j] for j in top.indices.flatten().tolist()]
+        uniq = list(dict.fromkeys(keys + pos))
+        z = self._embed(bank, uniq)  # with gradient
+        row = {k: i for i, k in enumerate(uniq)}
+        neg = z[[row[k] for k in keys]].view(len(pos), m, -1)
+        s_pos = (zq * z[[row[p] for p in pos]]).sum(-1, keepdim=True)
+        scores = torch.cat([s_pos, torch.einsum("bd,bmd->bm", zq, neg)], dim=1)
+        mask = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1).to(scores.device)
+        return self._ranking_loss(net, scores, mask)
+
+    def _ranking_loss(self, net: LaSRNet, scores: Tensor, mask: Tensor) -> Tensor:
+        """Soft nDCG@k (+ hinge, mean/variance; Eq. 35-44) of [positive, negatives] scores
+        [B, 1 + M], standardised (``scale_free``) or scaled (``score_scale``), times the learned
+        inverse temperature (``learn_temperature``)."""
+        cfg = self.cfg
         labels = torch.zeros_like(scores)
         labels[:, 0] = 1
-        mask = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1)
         if cfg.scale_free:
             scores = standardize_rows(scores, mask, cfg.score_std)
         else:
             scores = cfg.score_scale * scores
-        loss = soft_ndcg_loss(
+        if cfg.learn_temperature:
+            scores = scores * net.head.logit_scale.clamp(-MAX_LOG_GATE, MAX_LOG_GATE).exp()
+        return soft_ndcg_loss(
             scores,
             labels,
             k=cfg.ndcg_k,
@@ -433,14 +555,6 @@ class LaSRTrainer:
             safe_negatives=cfg.safe_negatives,
             mask=mask,
         )
-        if cfg.use_queue:
-            packed = None  # what `rescore` reads per entry; stop-grad entries need none
-            if cfg.queue_rescore:
-                packed = pack(*self.dbank.rows(docs).tensors()).to(self.acc.device)
-            elif cfg.scale_free:  # [cached ẑ; gate features]: LaSRNet.regate_packed's rows
-                packed = torch.cat([zd.detach(), self.dbank.rows(docs).feats.to(zd)], dim=-1)
-            self.doc_queue.push(docs, d_langs, zd, feats=packed)
-        return loss
 
     def rank_loss(self) -> Tensor | None:
         """One batch of pairs -> correlation loss on [CorrQueue; batch] (Eq. 31-34), or None
@@ -472,6 +586,12 @@ class LaSRTrainer:
         if self.step == 0 and not self._resumed and self.acc.is_main_process:
             clear_previous_run(self.root, self.fingerprint, "LaSR")
         self.acc.wait_for_everyone()
+        held_out = self.eval_retrieval is not None or self.eval_pairs is not None
+        if self.step == 0 and held_out and not self.evals:  # step 0: the starting fusion
+            result = {"step": 0, **self.evaluate(self.eval_retrieval, self.eval_pairs)}
+            log.info("lasr eval %s", json.dumps(result))
+            self.evals.append(result)
+            self.consider(0, result)
         self.net.train()
         while self.step < total:
             with self.acc.accumulate(self.net):
@@ -515,11 +635,12 @@ class LaSRTrainer:
                     total,
                     {k: round(v, 4) for k, v in terms.items()},
                 )
-            held_out = self.eval_retrieval is not None or self.eval_pairs is not None
-            if cfg.eval_every and self.step % cfg.eval_every == 0 and held_out:
+            last = self.step == total and cfg.select_on_validation
+            if held_out and ((cfg.eval_every and self.step % cfg.eval_every == 0) or last):
                 result = {"step": self.step, **self.evaluate(self.eval_retrieval, self.eval_pairs)}
                 log.info("lasr eval %s", json.dumps(result))
                 self.evals.append(result)
+                self.consider(self.step, result)
             if self.step % cfg.save_every == 0 and self.acc.is_main_process:
                 self.save_checkpoint()
         if self.nonfinite_steps:
@@ -572,6 +693,7 @@ class LaSRTrainer:
                 "history": self.history,
                 "evals": self.evals,
                 "nonfinite_steps": self.nonfinite_steps,
+                "best": self.best,
             }
             save_state(tmp, state)  # safetensors + JSON: nothing in it can run code
             write_fingerprint(tmp, self.fingerprint)
@@ -604,6 +726,7 @@ class LaSRTrainer:
             self.step, self.history = int(state["step"]), list(state["history"])
             self.evals = list(state.get("evals", []))
             self.nonfinite_steps = int(state.get("nonfinite_steps", 0))
+            self.best = dict(state.get("best", {}))
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
             raise state_mismatch(last, "LaSR", e) from None
         self._resumed = True
@@ -611,12 +734,21 @@ class LaSRTrainer:
         return True
 
     def finalize(self) -> Path:
-        """Copy the EMA weights into the model's head and Adaptor, write the loadable LiRA model
-        to ``<output_dir>/lira-model`` and end the trackers; returns that folder."""
-        self.model.net.load_state_dict(self.ema.shadow.state_dict())
-        self.model.net.eval()
+        """Copy the EMA weights — the validation-selected ones with ``select_on_validation`` —
+        into the model's head and Adaptor, write the loadable LiRA model to
+        ``<output_dir>/lira-model`` and end the trackers; returns that folder."""
+        state = self.best["state"] if self.best else self.ema.shadow.state_dict()
+        if self.best:
+            log.info("lasr: the saved model is step %d's (validation macro nDCG %.4f)",
+                     self.best["step"], self.best["score"])  # fmt: skip
         for p in self.model.parameters():
             p.requires_grad_(False)
+        self.model.net.eval()
+        if self.fits and self.acc.is_main_process:  # the step-0 fixed fusion, for leaderboards
+            self.model.net.load_state_dict(self.initial)
+            with atomic_dir(self.root / FIXED_FUSION) as tmp:
+                self.model.save_pretrained(tmp)
+        self.model.net.load_state_dict(state)
         final = self.root.parent / "lira-model"
         if self.acc.is_main_process:
             with atomic_dir(final) as tmp:
@@ -627,14 +759,21 @@ class LaSRTrainer:
 
 
 # ---------------------------------------------------------------------- engine (`lira lasr`)
+FIXED_FUSION = "fixed-fusion"
+"""``<output_dir>/lasr/fixed-fusion``: the LiRA model at step 0 (the validation-fitted fixed
+score fusion of its blocks), which ``lira compare`` shows beside the trained one."""
+
+
 def task_data(
     cfg: RunConfig,
 ) -> tuple[RetrievalData | None, RetrievalData | None, PairData | None, PairData | None]:
-    """(train retrieval, held-out retrieval, train pairs, held-out pairs) of the config's data."""
+    """(train retrieval, validation retrieval, train pairs, held-out pairs) of the config's
+    data. LaSR reads the validation split (``data.dev_fraction``) only: the test split is
+    ``lira compare``'s; without a validation split LaSR evaluates no retrieval."""
 
     splits = load_splits(cfg.data)
     train_r = getattr(splits, "train", None)
-    eval_r = getattr(splits, "eval", None)
+    eval_r = splits.dev
     train_p = getattr(splits, "train_pairs", None)
     eval_p = getattr(splits, "eval_pairs", None)
     if cfg.lasr.task == "rank":
@@ -681,17 +820,24 @@ def run_lasr(
         eval_pairs=eval_p,
         fingerprint=lasr_fingerprint(cfg),
     )
-    resumed = bool(getattr(args, "resume", False)) and trainer.resume()
-    before = {} if resumed else trainer.evaluate(eval_r, eval_p)
-    log.info("LaSR held-out before training (untrained head): %s", json.dumps(before))
+    if eval_r is None and train_r is not None:
+        log.warning("LaSR: no validation split (data.dev_fraction = 0): nothing is selected on "
+                    "validation and no held-out retrieval is evaluated during training")  # fmt: skip
+    if getattr(args, "resume", False):
+        trainer.resume()
     trainer.train()
+    before = trainer.evals[0] if trainer.evals and trainer.evals[0]["step"] == 0 else {}
+    if trainer.best:  # "after" = the weights that are saved
+        trainer.ema.shadow.load_state_dict(trainer.best["state"])
     after = trainer.evaluate(eval_r, eval_p)
-    log.info("LaSR held-out after training (EMA head): %s", json.dumps(after))
+    log.info("LaSR validation after training (saved weights): %s", json.dumps(after))
     trainer.finalize()
     summary = {
         "task": trainer.task,
         "steps": trainer.step,
         "nonfinite_steps": trainer.nonfinite_steps,
+        "fixed_fusion": {k: dataclasses.asdict(f) for k, f in trainer.fits.items()},
+        "selected_step": trainer.best.get("step") if trainer.best else trainer.step,
         "before": before,
         "after": after,
         "evals": trainer.evals,

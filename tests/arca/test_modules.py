@@ -60,3 +60,19 @@ def test_actor_select_is_argmax():
     assert torch.equal(idx, actor(feats, mask).argmax(-1))
     assert idx[0].item() != 0
     assert actor.select(feats[1]).item() == actor(feats[1:2]).argmax(-1).item()
+
+
+def test_identity_adaptor_starts_as_g_and_trains():
+    """adaptor_init identity: A(x) = x (d_g = d_h) or a linear projection of x at start, and the
+    residual MLP still gets a gradient."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 2, 6)
+    same = Adaptor(6, 6, hidden=8, residual=True)
+    assert torch.equal(same.bins_g(x), x) and torch.equal(same.embed_g(x), x.mean(1))
+    same.embed_g(x).sum().backward()
+    assert same.mlp[-1].weight.grad is not None and same.mlp[-1].weight.grad.abs().sum() > 0
+    proj = Adaptor(6, 4, hidden=8, residual=True)
+    assert proj.skip is not None
+    assert torch.allclose(proj.bins_g(x), x @ proj.skip.weight.T, atol=1e-6)
+    with pytest.raises(ValueError, match="residual"):
+        Adaptor(6, 6, shared=True, residual=True)

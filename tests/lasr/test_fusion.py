@@ -34,13 +34,15 @@ def test_untrained_head_is_the_fixed_score_fusion():
     assert torch.allclose(z @ z.T, (cos_en + 4.0 * cos_lr) / 5.0, atol=1e-5)
 
 
-def test_gate_keeps_english_queries_on_the_backbone():
+def test_paper_reading_keeps_english_queries_on_the_backbone():
     head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, gate_init=1.0).eval()
     r_query = head.weight(_feats(3, english_query=True))
     r_doc = head.weight(_feats(3, doc=True))
     r_foreign = head.weight(_feats(3))
     assert torch.equal(r_query, torch.zeros(3, 1))  # English queries: the backbone, always
     torch.nn.init.normal_(head.gate_mlp[-1].weight)  # a trained gate cannot change that
+    with torch.no_grad():
+        head.type_logw.add_(1.0)  # nor can the learned table: the block is off
     assert torch.equal(head.weight(_feats(3, english_query=True)), torch.zeros(3, 1))
     assert torch.allclose(r_doc, torch.ones(3, 1)) and torch.allclose(r_foreign, torch.ones(3, 1))
     assert gate_features(torch.ones(1), torch.zeros(1), torch.zeros(1, 4), False).shape == (
@@ -69,7 +71,7 @@ def test_gradients_reach_every_trainable_parameter_and_packing_roundtrips():
     z = net(e_en, bins, feats)
     (z * torch.randn_like(z)).sum().backward()
     missing = [n for n, p in net.named_parameters() if p.grad is None]
-    assert not missing, missing
+    assert missing == ["head.logit_scale"], missing  # the loss's temperature, not part of ẑ
     assert torch.allclose(net.forward_packed(pack(e_en, bins, feats, e_en)), z)
     e_raw = torch.randn(3, 6)
     z_raw = net(e_en, bins, feats, e_raw)
@@ -110,11 +112,12 @@ def test_regate_applies_the_current_gate_to_a_cached_embedding():
     cached = head(e_en, e_lr, feats).detach()
     assert torch.allclose(head.regate(cached, feats), cached, atol=1e-6)
     with torch.no_grad():
-        head.gate_linear.bias.add_(math.log(3.0))  # r: 2 -> 6
+        head.type_logw[3, 1] += math.log(3.0)  # English documents' r: 2 -> 6
     fresh = head(e_en, e_lr, feats)
     assert torch.allclose(head.regate(cached, feats), fresh, atol=1e-6)
     head.regate(cached, feats)[:, 6:].sum().backward()
-    assert head.gate_linear.bias.grad is not None and head.gate_linear.bias.grad.abs() > 0
+    assert head.type_logw.grad is not None and head.type_logw.grad[3, 1].abs() > 0
+    assert torch.equal(head.type_logw.grad[:3], torch.zeros(3, 3))  # only their own row
 
 
 def test_scale_free_scores_take_the_score_scale_away_from_the_gate():
@@ -136,7 +139,37 @@ def test_scale_free_scores_take_the_score_scale_away_from_the_gate():
         if scale_free:
             s = standardize_rows(s, torch.ones_like(s, dtype=torch.bool), 0.1)
         soft_ndcg_loss(s, labels, safe_negatives=False).backward()
-        return float(head.gate_linear.bias.grad)
+        return float(head.type_logw.grad[3, 1])  # English documents' multilingual weight
 
     assert grad(scale_free=False) > 1e-4  # descent lowers r_d: every score gets sharper
     assert abs(grad(scale_free=True)) < 1e-6
+
+
+def test_block_weights_g_block_and_the_fused_cosine_by_hand():
+    """ẑ = normalize([w_en n(E_en); w_lr n(E_lr); w_g n(ḡ)]) per text type, so the cosine of a
+    query and a document is Σ_b w_b(q) w_b(d) cos_b / (‖w(q)‖ ‖w(d)‖); an off block is an exact
+    0 that neither the table nor the per-text MLP can turn on."""
+    torch.manual_seed(0)
+    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, d_g=5).eval()
+    assert head.dim == 15 and head.splits == (6, 4, 5)
+    table = torch.tensor([[1.0, 0.5, 2.0], [1.0, 0.0, 3.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    head.set_weights(table)
+    assert torch.allclose(head.table(), table, atol=1e-6)
+    q = [torch.randn(4, 6), torch.randn(4, 4), torch.randn(4, 5)]
+    d = [torch.randn(7, 6), torch.randn(7, 4), torch.randn(7, 5)]
+    zq = head(q[0], q[1], _feats(4), g_vec=q[2])  # foreign queries: row 0
+    zd = head(d[0], d[1], _feats(7, doc=True), g_vec=d[2])  # English documents: row 3
+    cos = [F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T for a, b in zip(q, d)]
+    want = (1.0 * cos[0] + 0.5 * cos[1] + 2.0 * cos[2]) / (5.25**0.5 * 3**0.5)
+    assert torch.allclose(zq @ zd.T, want, atol=1e-5)
+    ze = head(q[0], q[1], _feats(4, english_query=True), g_vec=q[2])  # row 1: lr off
+    assert torch.equal(ze[:, 6:10], torch.zeros(4, 4))
+    torch.nn.init.normal_(head.gate_mlp[-1].weight)
+    with torch.no_grad():
+        head.type_logw.add_(2.0)
+    ze = head(q[0], q[1], _feats(4, english_query=True), g_vec=q[2])
+    assert torch.equal(ze[:, 6:10], torch.zeros(4, 4)) and ze[:, 10:].abs().sum() > 0
+    with pytest.raises(ValueError, match="g_vec"):
+        head(q[0], q[1], _feats(4))
+    with pytest.raises(ValueError, match=">= 0"):
+        head.set_weights(-table)

@@ -108,7 +108,10 @@ def test_english_queries_rank_documents_as_the_backbone(stack, raw_view):
 def test_encode_normalised_numpy_and_torch_and_errors(stack):
     model, _, _ = stack
     z = model.encode(DE + EN, ["de", "de", "en", "en"], batch_size=3)
-    assert isinstance(z, np.ndarray) and z.shape == (4, model.d_en + model.d_lr)
+    assert isinstance(z, np.ndarray) and z.shape == (
+        4,
+        model.d_en + model.d_lr + model.arca.adaptor.d_g,
+    )
     assert np.allclose(np.linalg.norm(z, axis=1), 1.0, atol=1e-5)
     zt = model.encode(DE, ["de", "de"], convert_to_numpy=False)
     assert isinstance(zt, torch.Tensor) and np.allclose(zt.numpy(), z[:2], atol=1e-6)
@@ -144,7 +147,7 @@ def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
     want = model.encode(texts, langs)
     model.save_pretrained(tmp_path / "lira")
     meta = json.loads((tmp_path / "lira" / "lira_config.json").read_text())
-    assert meta["format"] == "lira-v2" and meta["models"]["backbone"] == "demo:minilm"
+    assert meta["format"] == "lira-v3" and meta["models"]["backbone"] == "demo:minilm"
     out = tmp_path / "z.npy"
     subprocess.run(
         [

@@ -204,23 +204,31 @@ def test_resume_is_exact(demo):
 
 @pytest.mark.parametrize("train_adaptor", [True, False])
 def test_end_to_end_lasr_trains_the_adaptor(demo, train_adaptor):
-    """App. D.1: "the LaSR module is trained end-to-end" — the Adaptor's weights move with
-    lasr.train_adaptor and stay exactly as Arca left them without it."""
+    """App. D.1: "the LaSR module is trained end-to-end" — LaSR's Adaptor (its own copy of
+    Arca's) moves with lasr.train_adaptor and stays as Arca left it without; Arca's own, which
+    scores the candidates the gate's features come from, never moves."""
     model, train, _, tmp, adaptor = demo
     cfg = LaSRConfig(steps=5, lr=1e-3, adaptor_lr=1e-3, train_adaptor=train_adaptor, **SMALL)
     tr = LaSRTrainer(cfg, _fresh(model, cfg, adaptor), tmp / f"e2e{train_adaptor}",
                      retrieval=_subset(train, 32))  # fmt: skip
     tr.train()
     tr.finalize()
-    after = model.arca.adaptor.state_dict()
+    after = model.net.adaptor.state_dict()
     changed = [k for k in adaptor if not torch.equal(adaptor[k], after[k])]
     assert bool(changed) == train_adaptor, changed
+    arca = model.arca.adaptor.state_dict()
+    assert all(torch.equal(adaptor[k], arca[k]) for k in adaptor)
     assert not any(p.requires_grad for p in model.parameters())  # finalize freezes
 
 
 def test_run_lasr_engine_writes_loadable_model(tmp_path, models_config, caplog):
     data = DataConfig(
-        train_languages=["de"], eval_languages=["de"], max_train_queries=24, max_eval_queries=8
+        train_languages=["de"],
+        eval_languages=["de"],
+        max_train_queries=24,
+        max_eval_queries=8,
+        dev_fraction=0.1,
+        max_dev_queries=8,
     )
     splits = load_splits(data)
     ref = reference_translator("ref")
@@ -241,13 +249,48 @@ def test_run_lasr_engine_writes_loadable_model(tmp_path, models_config, caplog):
     with caplog.at_level(logging.WARNING, logger="lasr.trainer"):
         summary = run_lasr(cfg, Namespace(resume=False))
     assert summary["steps"] == 3 and "ndcg@10" in summary["after"]["retrieval"]
-    # train questions were translated through the store, held-out ones were not
+    # train questions were translated through the store, validation ones were not; LaSR never
+    # looks at the test questions (lira compare's)
     missing, total = summary["missing_translations"], summary["translation_lookups"]
-    assert len(splits.eval.queries) <= missing < total
+    assert splits.dev is not None and summary["after"]["retrieval"]["queries"] == 8
+    assert missing == 8 and total == 8 + 24
+    assert summary["fixed_fusion"]["foreign"]["weights"] and summary["selected_step"] in (0, 3)
     assert f"LaSR: {missing} of {total} non-English texts have no stored translation" in caplog.text
     loaded = LiRAModel.from_pretrained(tmp_path / "lira-model")
     assert loaded.english_texts([splits.train_sources[0].text], ["de"])[0] == [
         en[plain_qid(splits.train_sources[0].id)]
     ]
     z = loaded.encode([splits.train_sources[0].text], ["de"])
-    assert z.shape == (1, loaded.d_en + loaded.d_lr)
+    assert z.shape == (1, loaded.dim)
+
+
+def test_gate_features_are_the_same_in_training_and_after_loading(tmp_path, models_config):
+    """The anchor similarity among the gate features is Arca's (LaSR trains its own copy of the
+    Adaptor), so a saved model sees exactly the features its head was trained on."""
+    data = DataConfig(train_languages=["de"], eval_languages=["de"], max_train_queries=16)
+    splits = load_splits(data)
+    ref = reference_translator("ref")
+    store = TranslationStore(tmp_path / "translations.sqlite")
+    en = {q: splits.dataset.question("en", q).text for q in splits.train_ids}
+    store.add_reference(
+        ref, [(r.text, "de", en[plain_qid(r.id)], r.id) for r in splits.train_sources]
+    )
+    models = dataclasses.replace(models_config, backbone="demo:minilm", backbone_pooling="mean")
+    cfg = RunConfig(output_dir=str(tmp_path), models=models, data=data,
+                    translation=TranslationConfig(mt_translators=[ref], num_candidates=1))  # fmt: skip
+    torch.manual_seed(0)
+    model = LiRAModel.from_config(cfg, None, store=store)
+    lc = LaSRConfig(steps=4, lr=1e-2, adaptor_lr=1e-2, task="retrieval", **SMALL)
+    model.set_head(lc)
+    tr = LaSRTrainer(lc, model, tmp_path, retrieval=_subset(splits.train, 16))
+    tr.train()
+    saved = tr.finalize()
+    keys = [q.id for q in splits.train.queries[:16]]
+    trained = tr.qbank.rows(keys).feats
+    assert trained[:, 7].abs().sum() > 0  # sim is there to compare
+    loaded = LiRAModel.from_pretrained(saved, store=store)
+    texts = [q.text for q in splits.train.queries[:16]]
+    assert torch.equal(loaded.streams(texts, ["de"] * 16).feats, trained)
+    moved = loaded.net.adaptor.state_dict()
+    arca = loaded.arca.adaptor.state_dict()
+    assert any(not torch.equal(moved[k], arca[k]) for k in moved)  # LaSR's Adaptor trained
