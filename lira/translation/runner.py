@@ -293,12 +293,13 @@ def _score(
     """Run the critic on ok rows it has not scored yet, or whose scoring failed; its stats.
 
     ``scored``/``failed``: pairs scored / still failed in this run; ``retried``: pairs whose
-    critic had failed in an earlier run (tried again here); ``by_others``: pairs another
+    critic had failed in an earlier run (tried again here); ``corrupt``: pairs whose stored
+    scores were outside 1-10 (scored again here); ``by_others``: pairs another
     process scored meanwhile. Failed pairs keep ``scores=None`` until a later run scores them.
     """
     stats: dict[str, Any] = {
-        "kind": tc.critic.kind, "scored": 0, "failed": 0, "retried": 0, "by_others": 0,
-        "seconds": 0.0,
+        "kind": tc.critic.kind, "scored": 0, "failed": 0, "retried": 0, "corrupt": 0,
+        "by_others": 0, "seconds": 0.0,
     }  # fmt: skip
     if tc.critic.kind == "none":
         return stats
@@ -317,6 +318,15 @@ def _score(
     stats["retried"] = sum(
         1 for _, it in todo if (b := before.get(it[0])) and b[0] == cid and b[1] == "failed"
     )
+    # scored ok by this critic and still to do: its stored scores are outside 1-10
+    stats["corrupt"] = sum(
+        1 for _, it in todo if (b := before.get(it[0])) and b[0] == cid and b[1] == "ok"
+    )
+    if stats["corrupt"]:
+        log.warning(
+            "critic: %d stored score(s) are outside 1-10 (corrupt or edited rows); scoring "
+            "them again", stats["corrupt"],
+        )  # fmt: skip
     t0 = time.perf_counter()
     critic = None
     chunk = max(tc.commit_every, tc.critic.batch_size)
