@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lira.config import TranslatorConfig
+from lira.data.io import lone_surrogate
 from lira.demo import build_version
 from lira.errors import LiRAError, UserInputError
 from lira.translation.types import Candidate
@@ -677,6 +678,12 @@ class TranslationStore:
                 if not isinstance(d, dict):
                     raise UserInputError(
                         f"{path}:{n}: expected a JSON object, got {type(d).__name__}; {fix}"
+                    )
+                bad = lone_surrogate(d)
+                if bad:
+                    raise UserInputError(
+                        f"{path}:{n}: field {bad[0].lstrip('.')!r} holds a lone surrogate at "
+                        f"character {bad[1]} (a \\ud800-\\udfff escape, not valid Unicode); {fix}"
                     )
 
                 def get(*names: str, d: dict = d, n: int = n) -> Any:
