@@ -52,7 +52,7 @@ from lira.checkpoint import write_json
 from lira.config import RunConfig, TranslationConfig, TranslatorConfig
 from lira.data.splits import load_splits
 from lira.data.xquad_r import plain_qid
-from lira.errors import MissingFileError, UserInputError
+from lira.errors import LiRAError, MissingFileError, UserInputError
 from lira.prompts import language_name
 from lira.translation.cleanup import clean_translation
 from lira.translation.critic import build_critic, critic_id
@@ -273,6 +273,9 @@ def _translate_one(
                 _row(part[j], fed, tr, lang, tcfg, load_error) for (j, fed), tr in zip(gen, outs)
             ]
             store.write_rows(rows)
+            errors = [r.error for r in rows if r.status == "failed" and r.error]
+            if errors:
+                stats["last_error"] = " ".join(str(errors[-1]).split())[:200]
             stats["failed"] += sum(r.status == "failed" for r in rows)
             stats["retryable"] += sum(r.status == "failed" and r.retry for r in rows)
             stats["generated"] += sum(r.status == "ok" for r in rows)
@@ -415,6 +418,37 @@ def fill_store(
     )
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     return summary
+
+
+class NothingTranslated(LiRAError):
+    """Every translator that generates failed on every text: the store gained nothing usable."""
+
+
+def failure_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per translator with failed texts: how many of its texts failed, last error."""
+    lines = []
+    for name, st in summary.get("translators", {}).items():
+        if st.get("failed"):
+            total = st["failed"] + st.get("generated", 0) + st.get("reused", 0)
+            last = f" (last error: {st['last_error']})" if st.get("last_error") else ""
+            lines.append(f"{name}: {st['failed']} of {total} texts failed{last}")
+    return lines
+
+
+def check_translated(summary: dict[str, Any], cfg: RunConfig, where: str | Path) -> None:
+    """Print the per-translator failures; :class:`NothingTranslated` (one line, exit 1) when
+    no translator that generates produced or had a single usable candidate."""
+    lines = failure_lines(summary)
+    if lines:
+        print("translation failures per translator:\n  " + "\n  ".join(lines))
+    gen = [t.name for t in cfg.translation.active_translators() if t.kind != "reference"]
+    stats = [summary["translators"][n] for n in gen if n in summary.get("translators", {})]
+    usable = sum(st["generated"] + st["reused"] + st["by_others"] for st in stats)
+    if stats and usable == 0 and sum(st["failed"] for st in stats):
+        raise NothingTranslated(
+            f"nothing could be translated ({'; '.join(lines)}); check each translator's "
+            f"base_url, model and API key, then run `lira translate` again (summary: {where})"
+        )
 
 
 def xquad_references(splits: Any) -> list[tuple[str, str, str, str]]:
@@ -603,4 +637,5 @@ def run_translate(cfg: RunConfig, args: Namespace | None = None) -> dict[str, An
         "translate: %d generated, %d reused, %d failed in %.1fs",
         summary["generated"], summary["reused"], summary["failed"], summary["seconds"],
     )  # fmt: skip
+    check_translated(summary, cfg, out / name)
     return summary
