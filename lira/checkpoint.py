@@ -120,10 +120,18 @@ def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
         written = _tree_size(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
         if _disk_full(e):
-            raise disk_full(final, written) from None
+            raise disk_full(final, written + getattr(e, "needed", 0)) from None
         raise
     finally:
         _ACTIVE.discard(tmp.resolve())
+
+
+class DiskFullError(OSError):
+    """A file could not be written because the disk is full; ``needed``: its size in bytes."""
+
+    def __init__(self, path: str | Path, needed: int) -> None:
+        super().__init__(errno.ENOSPC, "No space left on device", str(path))
+        self.needed = needed
 
 
 def _tree_size(folder: Path) -> int:
@@ -575,7 +583,13 @@ def save_state(folder: str | Path, state: Any, name: str = STATE_NAME) -> None:
             f"{', '.join(where.get(n, n) for n in bad[:3])}: training diverged; lower the "
             "learning rate (or resume from the last checkpoint)"
         )
-    save_file(tensors, str(folder / f"{name}.safetensors"), metadata={"format": STATE_FORMAT})
+    try:
+        save_file(tensors, str(folder / f"{name}.safetensors"), metadata={"format": STATE_FORMAT})
+    except Exception as e:
+        if _disk_full(e):
+            need = sum(t.numel() * t.element_size() for t in tensors.values())
+            raise DiskFullError(folder / f"{name}.safetensors", need) from None
+        raise
     (folder / f"{name}.json").write_text(json.dumps(doc, allow_nan=False), encoding="utf-8")
 
 

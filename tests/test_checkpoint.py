@@ -491,3 +491,9 @@ def test_disk_full_during_a_save_is_one_line_naming_the_folder_and_the_space(
     assert f"needs about {need / 2**20:.1f} MiB" in msg and "--output-dir" in msg
     assert not list(tmp_path.glob(".step-*")) and not step_dir(tmp_path, 2).exists()
     assert ck.latest_checkpoint(tmp_path) == step_dir(tmp_path, 1)
+    # no previous checkpoint: the space needed is the size of the state being written
+    with pytest.raises(
+        CheckpointError, match=r"fresh/step-00000001: no space.*needs about 3\.8 MiB"
+    ):
+        with atomic_dir(step_dir(tmp_path / "fresh", 1)) as tmp:
+            save_state(tmp, {"w": torch.zeros(1_000_000)})
