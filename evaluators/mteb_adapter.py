@@ -79,7 +79,7 @@ from evaluators.leaderboard import Row, write_leaderboard
 from lira.checkpoint import write_json
 from lira.encoding import Encoder
 from lira.errors import MissingFileError, UserInputError
-from lira.translation.runner import fill_store
+from lira.translation.runner import check_translated, fill_store
 
 log = logging.getLogger(__name__)
 
@@ -522,4 +522,5 @@ def translate_tasks(cfg: Any, args: Any) -> dict[str, Any]:
     write_json(out / "translate_mteb_summary.json", summary)
     print(f"translated the MTEB texts into {summary['store']} ({summary['generated']} generated, "
           f"{summary['reused']} reused, {summary['failed']} failed)")  # fmt: skip
+    check_translated(summary, cfg, out / "translate_mteb_summary.json")
     return summary

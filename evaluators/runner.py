@@ -248,7 +248,8 @@ def load_encoder_for_eval(cfg: RunConfig, path: str, online: bool = False) -> tu
     """(name, encoder) for a folder: a LiRA model, a baseline checkpoint, or the backbone.
 
     ``online``: a LiRA model translates texts missing from its store with its pass@k pool (when
-    it has a store)."""
+    it has a store), reaching the translators through ``cfg.translation``'s endpoints and API-key
+    variables (a model folder holds none)."""
 
     if not path:
         return "backbone", load_backbone(cfg.models)
@@ -260,7 +261,7 @@ def load_encoder_for_eval(cfg: RunConfig, path: str, online: bool = False) -> tu
         )
 
     if (p / CONFIG_NAME).is_file():
-        model = LiRAModel.from_pretrained(p)
+        model = LiRAModel.from_pretrained(p, translation=cfg.translation)
         if online:
             go_online(model)
         return "lira", model

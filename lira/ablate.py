@@ -160,7 +160,7 @@ def evaluate_lira(cfg: RunConfig, model_dir: Path) -> dict[str, Any]:
     from lira.data.splits import load_splits
 
     splits = load_splits(cfg.data)
-    model = LiRAModel.from_pretrained(model_dir)
+    model = LiRAModel.from_pretrained(model_dir, translation=cfg.translation)
     model.use_run_cache(cfg.output_dir)
     model.cache_streams = True
     cache = EmbeddingCache(model, cfg.eval.batch_size)

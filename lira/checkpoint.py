@@ -3,10 +3,12 @@
 A checkpoint is written into a temporary sibling folder (``.<name>.tmp-<pid>@<host>``) and
 renamed into place, so a run killed at any moment leaves either the previous checkpoint or
 the new one, never half of one. Before the rename, :func:`atomic_dir` writes a manifest
-(``lira_manifest.json``: every file and its size); :func:`latest_checkpoint` skips a folder
-whose files do not match it (or whose JSON / safetensors files do not parse) and falls back
-to the previous intact one, after removing the temporary folders of saves that were killed
-(:func:`clean_stale`).
+(``lira_manifest.json``: every file, its size and its sha256); :func:`latest_checkpoint` skips
+a folder whose files do not match it (size or checksum), whose JSON / safetensors files do not
+parse or whose tensors hold NaN/inf, says so, and falls back to the previous intact one, after
+removing the temporary folders of saves that were killed (:func:`clean_stale`); when no folder
+is intact it raises. A disk that fills up during a save is one :class:`CheckpointError` naming
+the folder and the space needed.
 
 Trainer state (optimizer state dicts, counters, histories, RNG states) is stored with
 :func:`save_state` as ``<name>.safetensors`` (every tensor) + ``<name>.json`` (everything else),
@@ -24,6 +26,7 @@ and a fresh run first removes a previous run's checkpoints (:func:`clear_previou
 from __future__ import annotations
 
 import base64
+import errno
 import hashlib
 import json
 import logging
@@ -51,8 +54,9 @@ log = logging.getLogger(__name__)
 
 STEP_PREFIX = "step-"
 MANIFEST = "lira_manifest.json"
-"""Written by :func:`atomic_dir`: {"format", "files": {relative path: size in bytes}}."""
-MANIFEST_FORMAT = "lira-manifest/1"
+"""Written by :func:`atomic_dir`: {"format", "files": {relative path: size in bytes},
+"sha256": {relative path: hex digest}} (manifests of format 1 have no "sha256")."""
+MANIFEST_FORMAT = "lira-manifest/2"
 STATE_FORMAT = "lira-state/1"
 STATE_NAME = "trainer_state"
 
@@ -90,6 +94,12 @@ def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
     With ``manifest`` the folder gets :data:`MANIFEST` (file sizes) before it is renamed.
     """
     final = Path(final)
+    for p in (*reversed(final.parents), final):
+        if p.exists() and not p.is_dir():
+            raise CheckpointError(
+                f"cannot save {final}: {p} is a file, not a folder; move or delete it (or choose "
+                "another --output-dir)"
+            )
     final.parent.mkdir(parents=True, exist_ok=True)
     tmp = final.parent / f".{final.name}.tmp-{_tag()}"
     if tmp.exists():
@@ -106,11 +116,55 @@ def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
         tmp.rename(final)
         if old.exists():
             shutil.rmtree(old)
-    except BaseException:
+    except BaseException as e:
+        written = _tree_size(tmp)
         shutil.rmtree(tmp, ignore_errors=True)
+        if _disk_full(e):
+            raise disk_full(final, written + getattr(e, "needed", 0)) from None
         raise
     finally:
         _ACTIVE.discard(tmp.resolve())
+
+
+class DiskFullError(OSError):
+    """A file could not be written because the disk is full; ``needed``: its size in bytes."""
+
+    def __init__(self, path: str | Path, needed: int) -> None:
+        super().__init__(errno.ENOSPC, "No space left on device", str(path))
+        self.needed = needed
+
+
+def _tree_size(folder: Path) -> int:
+    """Bytes of the files under ``folder`` (0 when it is gone)."""
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
+
+
+def _disk_full(e: BaseException) -> bool:
+    """True for a failed write because the disk or the quota is full (an OSError, or the
+    SafetensorError that safetensors raises for it)."""
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(e)
+    return type(e).__name__ == "SafetensorError" and (
+        "No space left" in text or "os error 28" in text or "StorageFull" in text
+    )
+
+
+def disk_full(final: str | Path, written: int = 0) -> CheckpointError:
+    """The one-line error for a save of ``final`` that ran out of disk space: the folder, the
+    free space and the space needed (the previous checkpoint's size, else what was written)."""
+    final = Path(final)
+    previous = [p for p in (final, *step_dirs(final.parent)) if p.is_dir()]
+    need = max([written, *(_tree_size(p) for p in previous)])
+    try:
+        free = shutil.disk_usage(final.parent).free
+    except OSError:
+        free = 0
+    return CheckpointError(
+        f"cannot save {final}: no space left on device ({free / 2**20:.1f} MiB free, the "
+        f"checkpoint needs about {need / 2**20:.1f} MiB); free disk space or choose another "
+        "--output-dir"
+    )
 
 
 def json_safe(obj: Any) -> Any:
@@ -165,18 +219,39 @@ def read_json(path: str | Path, what: str = "file", fix: str = "") -> Any:
 # --------------------------------------------------------------------------------------------
 
 
+def sha256_file(path: str | Path) -> str:
+    """The hex sha256 of a file's bytes (read in 1 MiB chunks)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def write_manifest(folder: str | Path) -> dict[str, int]:
-    """Record every file of ``folder`` (relative path -> size) in :data:`MANIFEST`."""
+    """Record every file of ``folder`` (relative path -> size, and its sha256) in
+    :data:`MANIFEST`; returns the sizes."""
     folder = Path(folder)
-    files = {
-        p.relative_to(folder).as_posix(): p.stat().st_size
-        for p in sorted(folder.rglob("*"))
-        if p.is_file() and p.name != MANIFEST
-    }
-    (folder / MANIFEST).write_text(
-        json.dumps({"format": MANIFEST_FORMAT, "files": files}, indent=1), encoding="utf-8"
-    )
+    paths = [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST]
+    files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in paths}
+    sums = {p.relative_to(folder).as_posix(): sha256_file(p) for p in paths}
+    doc = {"format": MANIFEST_FORMAT, "files": files, "sha256": sums}
+    (folder / MANIFEST).write_text(json.dumps(doc, indent=1), encoding="utf-8")
     return files
+
+
+def nonfinite_tensor(path: str | Path) -> str | None:
+    """The name of the first floating-point tensor of a ``.safetensors`` file that holds NaN or
+    inf (None when all are finite); read one tensor at a time."""
+    import torch
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt", device="cpu") as f:
+        for name in f.keys():
+            t = f.get_tensor(name)
+            if (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all()):
+                return name
+    return None
 
 
 def _safetensors_problem(path: Path) -> str | None:
@@ -208,20 +283,24 @@ def _safetensors_problem(path: Path) -> str | None:
     return None
 
 
-def checkpoint_problem(folder: str | Path) -> str | None:
+def checkpoint_problem(folder: str | Path, verify: bool = False) -> str | None:
     """Why ``folder`` is not a complete checkpoint, or None when it looks intact.
 
     Checks the manifest (every listed file present with its size), that every JSON file
     parses and that every safetensors file's header matches its size. Cheap: no hashing.
+    With ``verify`` (before a checkpoint is trusted: resume, load) also every file's sha256
+    against the manifest and that every floating-point tensor is finite.
     """
     folder = Path(folder)
     if not folder.is_dir():
         return "not a folder"
     mf = folder / MANIFEST
+    sums: dict[str, str] = {}
     if mf.is_file():
         try:
-            files = json.loads(mf.read_text(encoding="utf-8"))["files"]
-            items = [(str(k), int(v)) for k, v in files.items()]
+            doc = json.loads(mf.read_text(encoding="utf-8"))
+            items = [(str(k), int(v)) for k, v in doc["files"].items()]
+            sums = {str(k): str(v) for k, v in doc.get("sha256", {}).items()}
         except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
             return f"{MANIFEST} is damaged"
         for rel, size in items:
@@ -232,6 +311,10 @@ def checkpoint_problem(folder: str | Path) -> str | None:
                 return f"{rel} has {p.stat().st_size} bytes, the manifest says {size}"
     elif not any(folder.iterdir()):
         return "empty folder"
+    if verify:
+        for rel, digest in sums.items():
+            if (folder / rel).is_file() and sha256_file(folder / rel) != digest:
+                return f"{rel} does not match its sha256 in {MANIFEST} (its bytes changed)"
     for p in sorted(folder.rglob("*")):
         if not p.is_file():
             continue
@@ -244,6 +327,13 @@ def checkpoint_problem(folder: str | Path) -> str | None:
             why = _safetensors_problem(p)
             if why:
                 return why
+            if verify:
+                try:
+                    bad = nonfinite_tensor(p)
+                except Exception as e:  # SafetensorError, ValueError, ... from damaged bytes
+                    return f"{p.relative_to(folder)} cannot be read ({type(e).__name__})"
+                if bad is not None:
+                    return f"{p.relative_to(folder)}: tensor {bad!r} holds NaN or inf"
     return None
 
 
@@ -332,19 +422,31 @@ def clean_stale(root: str | Path) -> list[str]:
 def latest_checkpoint(root: str | Path, clean: bool = True) -> Path | None:
     """The most recent intact ``step-*`` folder under ``root`` (None if there is none).
 
-    Damaged or incomplete folders (see :func:`checkpoint_problem`) are skipped with a warning
-    naming the reason; with ``clean`` the leftovers of killed saves are removed first.
+    Each is verified (sizes, sha256, parsing, finite tensors: :func:`checkpoint_problem`); a
+    damaged or incomplete one is skipped with a warning naming the reason, and the previous one
+    tried. When there are ``step-*`` folders but none is intact, CheckpointError. With
+    ``clean`` the leftovers of killed saves are removed first.
     """
     root = Path(root)
     if not root.is_dir():
         return None
     if clean:
         clean_stale(root)
+    damaged = []
     for p in reversed(step_dirs(root)):
-        why = checkpoint_problem(p)
+        why = checkpoint_problem(p, verify=True)
         if why is None:
+            if damaged:
+                log.warning("resuming from %s, the newest intact checkpoint", p.name)
             return p
+        damaged.append(f"{p.name}: {why}")
         log.warning("checkpoint %s is damaged or incomplete (%s); trying the previous one", p, why)
+    if damaged:
+        raise CheckpointError(
+            f"no intact checkpoint to resume under {root} ({'; '.join(damaged[:3])}"
+            f"{'; …' if len(damaged) > 3 else ''}); delete {root} and run without --resume to "
+            "start over"
+        )
     return None
 
 
@@ -473,8 +575,49 @@ def save_state(folder: str | Path, state: Any, name: str = STATE_NAME) -> None:
     folder = Path(folder)
     tensors: dict[str, Any] = {}
     doc = {"format": STATE_FORMAT, "state": _encode(state, tensors, "state", set())}
-    save_file(tensors, str(folder / f"{name}.safetensors"), metadata={"format": STATE_FORMAT})
+    bad = _nonfinite_names(tensors)
+    if bad:
+        where = _tensor_paths(doc["state"], "state", {})
+        raise CheckpointError(
+            f"refusing to save a trainer state with NaN or inf in "
+            f"{', '.join(where.get(n, n) for n in bad[:3])}: training diverged; lower the "
+            "learning rate (or resume from the last checkpoint)"
+        )
+    try:
+        save_file(tensors, str(folder / f"{name}.safetensors"), metadata={"format": STATE_FORMAT})
+    except Exception as e:
+        if _disk_full(e):
+            need = sum(t.numel() * t.element_size() for t in tensors.values())
+            raise DiskFullError(folder / f"{name}.safetensors", need) from None
+        raise
     (folder / f"{name}.json").write_text(json.dumps(doc, allow_nan=False), encoding="utf-8")
+
+
+def _nonfinite_names(tensors: Mapping[str, Any]) -> list[str]:
+    """The names of the floating-point tensors that hold NaN or inf."""
+    import torch
+
+    return [
+        k
+        for k, t in tensors.items()
+        if (t.is_floating_point() or t.is_complex()) and not bool(torch.isfinite(t).all())
+    ]
+
+
+def _tensor_paths(obj: Any, where: str, out: dict[str, str]) -> dict[str, str]:
+    """{tensor name: where it sits in the state} of an encoded state (for messages)."""
+    if isinstance(obj, list):
+        for i, v in enumerate(obj):
+            _tensor_paths(v, f"{where}[{i}]", out)
+    elif isinstance(obj, dict):
+        if "__tensor__" in obj:
+            out[str(obj["__tensor__"])] = where
+        for k, v in obj.items():
+            if k in ("__tuple__", "__dict__"):
+                _tensor_paths(v, where, out)
+            elif not k.startswith("__"):
+                _tensor_paths(v, f"{where}[{k!r}]", out)
+    return out
 
 
 def load_state(folder: str | Path, name: str = STATE_NAME) -> Any:
@@ -501,6 +644,9 @@ def load_state(folder: str | Path, name: str = STATE_NAME) -> Any:
         tensors = load_file(str(tf), device="cpu")
     except (SafetensorError, OSError, ValueError) as e:
         raise CheckpointError(f"{tf} is not a readable safetensors file ({e}); {fix}") from None
+    bad = _nonfinite_names(tensors)
+    if bad:
+        raise CheckpointError(f"{tf}: tensor {bad[0]!r} holds NaN or inf; {fix}")
     try:
         return _decode(doc["state"], tensors, str(folder / f"{name}.json"))
     except CheckpointError:
@@ -520,7 +666,11 @@ def load_safetensors(path: str | Path, device: str = "cpu") -> dict[str, Any]:
     why = _safetensors_problem(path)
     try:
         if why is None:
-            return load_file(str(path), device=device)
+            tensors = load_file(str(path), device=device)
+            bad = _nonfinite_names(tensors)
+            if not bad:
+                return tensors
+            why = f"tensor {bad[0]!r} holds NaN or inf"
     except (SafetensorError, OSError, ValueError) as e:
         why = str(e)
     raise CheckpointError(

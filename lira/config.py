@@ -44,6 +44,36 @@ def _check(cond: bool, key: str, message: str) -> None:
         raise ConfigError(key, message)
 
 
+MAX_LR = 10.0
+"""Largest learning rate accepted (a larger one only turns the weights into NaN/inf)."""
+MAX_SEED = 2**32 - 1
+"""Largest seed accepted (NumPy's RNG takes seeds in [0, 2**32 - 1])."""
+
+
+def _check_lr(value: float, key: str, zero_ok: bool = False) -> None:
+    """A learning rate: finite, > 0 (or 0 when ``zero_ok``) and at most :data:`MAX_LR`."""
+    low = "must be >= 0" if zero_ok else "learning rate must be > 0"
+    ok = math.isfinite(value) and (value >= 0 if zero_ok else value > 0)
+    _check(ok, key, f"{low}, got {value!r}")
+    too_big = f"learning rate {value!r} is above {MAX_LR:g}; typical values are 1e-5 to 1e-2"
+    _check(value <= MAX_LR, key, too_big)
+
+
+def _check_seed(value: int, key: str) -> None:
+    """A seed in [0, :data:`MAX_SEED`]."""
+    _check(0 <= value <= MAX_SEED, key, f"must be in [0, 2**32 - 1], got {value!r}")
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a file or folder name inside ``output_dir`` (None when it can)."""
+    if name in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip():
+        return (
+            f"{name!r} is used as a folder name inside output_dir: use letters, digits, "
+            "'-', '_' or '.' (no path separators, no '..')"
+        )
+    return None
+
+
 MAX_POOL_SIZE = 4096
 """Largest ``arca.pool_size`` accepted (memory grows linearly with it)."""
 EVAL_METRICS = ("ndcg@1", "ndcg@10", "mrr@10", "recall@10", "recall@100")
@@ -174,6 +204,7 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         _check(0.0 < self.eval_fraction < 1.0, "eval_fraction", "must be in (0, 1)")
+        _check_seed(self.split_seed, "split_seed")
         _check(self.max_train_queries >= 0, "max_train_queries", "must be >= 0 (0 = all)")
         _check(self.max_eval_queries >= 0, "max_eval_queries", "must be >= 0 (0 = all)")
         _check(0.0 <= self.dev_fraction < 1.0, "dev_fraction", "must be in [0, 1)")
@@ -446,7 +477,8 @@ class ArcaConfig:
         )
         _check(self.adaptor_hidden >= 1, "adaptor_hidden", "must be >= 1")
         for k in ("actor_lr", "encoder_lr", "adaptor_lr"):
-            _check(getattr(self, k) > 0, k, "learning rates must be > 0")
+            _check_lr(getattr(self, k), k)
+        _check_seed(self.seed, "seed")
         _check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
         _check(self.batch_size >= 1, "batch_size", "must be >= 1")
         _check(self.steps >= 0, "steps", "must be >= 0")
@@ -590,8 +622,9 @@ class LaSRConfig:
     """Seed of LaSR's initialisation and batches."""
 
     def __post_init__(self) -> None:
-        _check(self.lr > 0, "lr", "learning rate must be > 0")
-        _check(self.gate_lr > 0, "gate_lr", "learning rate must be > 0")
+        for k in ("lr", "adaptor_lr", "gate_lr"):
+            _check_lr(getattr(self, k), k)
+        _check_seed(self.seed, "seed")
         _check(self.fusion_heads >= 1, "fusion_heads", "must be >= 1 (attention heads)")
         _check(self.fusion_dim >= 1, "fusion_dim", "must be >= 1")
         _check(
@@ -771,13 +804,14 @@ class BaselinesConfig:
             "batch_size",
             "contrastive losses need >= 2 (0 = each paper's batch size)",
         )
-        _check(self.lr >= 0, "lr", "must be >= 0 (0 = each paper's learning rate)")
+        _check_lr(self.lr, "lr", zero_ok=True)  # 0 = each paper's learning rate
+        _check_seed(self.seed, "seed")
         _check(self.lora_r >= 1, "lora_r", "must be >= 1")
         _check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
         _check(self.save_every >= 0, "save_every", "must be >= 0 (0 = no checkpoints)")
         names = [f.name for f in dataclasses.fields(self)]
         for m in [n[: -len("_lr")] for n in names if n.endswith("_lr")]:  # each paper's recipe
-            _check(getattr(self, f"{m}_lr") > 0, f"{m}_lr", "learning rate must be > 0")
+            _check_lr(getattr(self, f"{m}_lr"), f"{m}_lr")
             _check(getattr(self, f"{m}_batch_size") >= 2, f"{m}_batch_size", "must be >= 2")
             _check(getattr(self, f"{m}_epochs") > 0, f"{m}_epochs", "must be > 0")
             _check(0 <= getattr(self, f"{m}_warmup") < 1, f"{m}_warmup", "must be in [0, 1)")
@@ -863,6 +897,7 @@ class EvalConfig:
                     "faiss_ef_construction", "faiss_ef_search"):  # fmt: skip
             _check(getattr(self, key) >= 1, key, "must be >= 1")
         _check(self.faiss_nlist >= 0, "faiss_nlist", "must be >= 0 (0 = 2·sqrt(documents))")
+        _check_seed(self.seed, "seed")
         bad = [s for s in self.scenarios if s not in known]
         _check(not bad, "scenarios", f"unknown {bad}; choose from {sorted(known)}")
         _check(self.bootstrap >= 0, "bootstrap", "must be >= 0 (0 = no intervals)")
@@ -993,9 +1028,12 @@ class TuneTranslatorConfig:
         _check(self.num_generations >= 2, "num_generations", "GRPO needs a group of >= 2")
         _check(self.max_new_tokens >= 0, "max_new_tokens", "must be >= 0 (0 = the translator's)")
         _check(self.temperature > 0, "temperature", "GRPO samples: must be > 0")
-        _check(self.lr > 0, "lr", "must be > 0")
+        _check_lr(self.lr, "lr")
         _check(self.lora_r >= 1, "lora_r", "must be >= 1")
         _check(self.kl_beta >= 0, "kl_beta", "must be >= 0")
+        if self.name:
+            problem = name_problem(self.name)
+            _check(problem is None, "name", f"{problem}")
         for k in ("alpha", "beta", "gamma", "delta", "format_weight"):
             _check(getattr(self, k) >= 0, k, "reward weights must be >= 0")
         _check(
@@ -1044,6 +1082,7 @@ class RunConfig:
     """GRPO tuning of a translator on Arca's reward (``tune_translator.*``)."""
 
     def __post_init__(self) -> None:
+        _check_seed(self.seed, "seed")
         known = STAGES + OPTIONAL_STAGES
         bad = [s for s in self.stages if s not in known]
         _check(not bad, "stages", f"unknown {bad}; choose from {list(known)}")

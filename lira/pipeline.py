@@ -39,6 +39,7 @@ from lira.config import (
     save_config,
     to_dict,
 )
+from lira.errors import LiRAError
 
 log = logging.getLogger(__name__)
 
@@ -132,13 +133,16 @@ def run_pipeline(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any
         start = time.perf_counter()
         try:
             result = load_engine(STAGES[stage].engine)(cfg, args)
-        except CheckpointError as e:
+        except LiRAError as e:
             # Refused (e.g. --resume onto checkpoints of another config, the message names the
-            # changed keys and the fix) before this run finished a stage: config.yaml goes back
-            # to the config of the outputs that are still there.
+            # changed keys and the fix; a damaged checkpoint; nothing translated) before this
+            # run finished a stage: config.yaml goes back to the config of the outputs that are
+            # still there.
             if not ran and previous is not None:
                 record.write_bytes(previous)
-            raise CheckpointError(f"stage {stage}: {e}") from e
+            if isinstance(e, CheckpointError):
+                raise CheckpointError(f"stage {stage}: {e}") from e
+            raise
         ran += 1
         seconds = round(time.perf_counter() - start, 1)
         pending = result.get("pending", 0) if isinstance(result, dict) else 0

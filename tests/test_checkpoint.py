@@ -339,3 +339,161 @@ def test_state_mismatch_names_the_checkpoint_the_trainer_and_the_fix(tmp_path):
     msg = str(err)
     assert "step-00000002" in msg and "LaSR trainer state" in msg and "KeyError" in msg
     assert "delete this checkpoint" in msg and "without --resume" in msg
+
+
+# ---------------------------------------------------------------- verified before trusted
+
+
+def _data_start(f: Path) -> int:
+    """Offset of the first tensor byte of a .safetensors file (after its JSON header)."""
+    return 8 + int.from_bytes(f.read_bytes()[:8], "little")
+
+
+def _flip_a_tensor_byte(d: Path) -> None:  # same size, valid header, finite: only sha256 tells
+    f = d / "trainer_state.safetensors"
+    data = bytearray(f.read_bytes())
+    data[_data_start(f) + 1] ^= 0x01  # a low mantissa bit of the first float: still finite
+    f.write_bytes(bytes(data))
+
+
+def _nan_bytes(d: Path) -> None:  # the issue's probe: tensor bytes overwritten with NaN
+    f = d / "trainer_state.safetensors"
+    data = bytearray(f.read_bytes())
+    start = _data_start(f)
+    nan = np.full((len(data) - start) // 4, np.nan, dtype="<f4").tobytes()
+    data[start : start + len(nan)] = nan
+    f.write_bytes(bytes(data))
+
+
+def _inf_in_state_with_a_fresh_manifest(d: Path) -> None:  # checksums match: only isfinite tells
+    from safetensors.torch import save_file
+
+    from lira.checkpoint import write_manifest
+
+    f = d / "trainer_state.safetensors"
+    tensors = _unchecked(f)
+    tensors["t0"][3] = float("inf")
+    save_file(tensors, str(f), metadata={"format": "lira-state/1"})
+    write_manifest(d)
+
+
+def _unchecked(f: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(f))
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        (_flip_a_tensor_byte, "trainer_state.safetensors does not match its sha256"),
+        (_nan_bytes, "trainer_state.safetensors does not match its sha256"),
+        (_inf_in_state_with_a_fresh_manifest, "tensor 't0' holds NaN or inf"),
+    ],
+)
+def test_a_same_size_damage_is_found_and_the_previous_checkpoint_resumed(
+    tmp_path, damage, why, caplog
+):
+    _save(tmp_path, 1)
+    bad = _save(tmp_path, 2)
+    size = (bad / "trainer_state.safetensors").stat().st_size
+    damage(bad)
+    assert (bad / "trainer_state.safetensors").stat().st_size == size
+    if damage is _flip_a_tensor_byte:
+        assert checkpoint_problem(bad) is None  # sizes and headers alone are blind to it
+    assert why in checkpoint_problem(bad, verify=True)
+    assert latest_checkpoint(tmp_path) == step_dir(tmp_path, 1)
+    assert "step-00000002 is damaged or incomplete" in caplog.text
+    assert "resuming from step-00000001, the newest intact checkpoint" in caplog.text
+    assert load_state(latest_checkpoint(tmp_path))["step"] == 1
+
+
+def test_no_intact_checkpoint_is_one_line_error(tmp_path):
+    _nan_bytes(_save(tmp_path, 1))
+    _flip_a_tensor_byte(_save(tmp_path, 2))
+    with pytest.raises(CheckpointError) as e:
+        latest_checkpoint(tmp_path)
+    msg = str(e.value)
+    assert "no intact checkpoint to resume" in msg and "step-00000002: trainer_state" in msg
+    assert "step-00000001" in msg and "without --resume" in msg and "\n" not in msg
+    assert latest_checkpoint(tmp_path / "nothing-here") is None  # no checkpoint at all: fresh
+
+
+def test_non_finite_tensors_are_refused_at_save_and_at_load(tmp_path):
+    from safetensors.torch import save_file
+
+    with pytest.raises(CheckpointError, match=r"NaN or inf in state\['opt'\]\['m'\].*learning"):
+        save_state(tmp_path, {"opt": {"m": torch.tensor([1.0, float("inf")])}, "step": 3})
+    assert not (tmp_path / "trainer_state.safetensors").exists()
+    save_state(tmp_path, {"w": torch.ones(4), "x": float("nan")})  # NaN floats stay allowed
+    tensors = _unchecked(tmp_path / "trainer_state.safetensors")
+    tensors["t0"][0] = float("nan")
+    save_file(tensors, str(tmp_path / "trainer_state.safetensors"))
+    with pytest.raises(CheckpointError, match=r"tensor 't0' holds NaN or inf.*delete it"):
+        load_state(tmp_path)
+    save_file({"w": torch.tensor([0.0, float("-inf")])}, str(tmp_path / "m.safetensors"))
+    with pytest.raises(CheckpointError, match=r"m.safetensors is damaged \(tensor 'w' holds NaN"):
+        load_safetensors(tmp_path / "m.safetensors")
+
+
+def test_manifest_records_a_sha256_per_file(tmp_path):
+    import hashlib
+
+    d = _save(tmp_path, 1)
+    doc = json.loads((d / MANIFEST).read_text())
+    assert set(doc["sha256"]) == set(doc["files"]) == {"trainer_state.safetensors",
+                                                        "trainer_state.json", "meta.json"}  # fmt: skip
+    blob = (d / "meta.json").read_bytes()
+    assert doc["sha256"]["meta.json"] == hashlib.sha256(blob).hexdigest()
+
+
+def test_a_file_named_like_the_checkpoint_folder_is_one_line(tmp_path):
+    step_dir(tmp_path, 3).write_text("not a folder")
+    with pytest.raises(CheckpointError, match=r"step-00000003 is a file, not a folder; move"):
+        _save(tmp_path, 3)
+    (tmp_path / "parent").write_text("x")
+    with pytest.raises(CheckpointError, match=r"parent is a file, not a folder"):
+        _save(tmp_path / "parent" / "arca", 1)
+    assert latest_checkpoint(tmp_path) is None  # a file is never taken for a checkpoint
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        "safetensors",  # what safetensors raises on a full disk
+        "oserror",
+    ],
+)
+def test_disk_full_during_a_save_is_one_line_naming_the_folder_and_the_space(
+    tmp_path, monkeypatch, error
+):
+    import errno
+
+    from safetensors import SafetensorError
+
+    import lira.checkpoint as ck
+
+    _save(tmp_path, 1)
+    need = sum(p.stat().st_size for p in step_dir(tmp_path, 1).iterdir())
+
+    def full(*a, **k):
+        if error == "safetensors":
+            raise SafetensorError(
+                "Error while serializing: I/O error: No space left on device (os error 28)"
+            )
+        raise OSError(errno.ENOSPC, "No space left on device", "x.safetensors")
+
+    monkeypatch.setattr("safetensors.torch.save_file", full)
+    with pytest.raises(CheckpointError) as e:
+        _save(tmp_path, 2)
+    msg = str(e.value)
+    assert msg.startswith(f"cannot save {step_dir(tmp_path, 2)}: no space left on device")
+    assert f"needs about {need / 2**20:.1f} MiB" in msg and "--output-dir" in msg
+    assert not list(tmp_path.glob(".step-*")) and not step_dir(tmp_path, 2).exists()
+    assert ck.latest_checkpoint(tmp_path) == step_dir(tmp_path, 1)
+    # no previous checkpoint: the space needed is the size of the state being written
+    with pytest.raises(
+        CheckpointError, match=r"fresh/step-00000001: no space.*needs about 3\.8 MiB"
+    ):
+        with atomic_dir(step_dir(tmp_path / "fresh", 1)) as tmp:
+            save_state(tmp, {"w": torch.zeros(1_000_000)})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import re
 import subprocess
 import sys
@@ -109,9 +110,15 @@ def _xquad_folder(tmp_path, payload: bytes):
                                            r"truncated or not JSON"),
         (["data.path={xq_bad_utf8}"], 1, r"lira: .*en.json: record line 1: field '<bytes>': "
                                          r"invalid UTF-8.*save the file as UTF-8"),
+        (["data.path={xq_surrogate}"], 1, r"lira: .*en.json: record <document>: field "
+                                          r"'data\[0\]\.title': holds a lone surrogate"),
+        (["arca.seed=-1"], 2, r"lira: config key 'arca.seed': must be in \[0, 2\*\*32 - 1\]"),
+        (["arca.adaptor_lr=1e30"], 2, r"lira: config key 'arca.adaptor_lr': learning rate 1e\+30"),
+        (["tune_translator.name=../../x"], 2, r"'tune_translator.name': '../../x' is used as a "
+                                              r"folder name"),
     ],
     ids=["fusion-heads", "bogus-metric", "empty-output-dir", "missing-data", "truncated-json",
-         "invalid-utf8"],
+         "invalid-utf8", "lone-surrogate", "negative-seed", "huge-lr", "name-leaves-output-dir"],
 )  # fmt: skip
 def test_user_errors_are_one_line_without_traceback(tmp_path, capsys, args, code, pattern):
     cfg = tmp_path / "c.yaml"
@@ -119,6 +126,7 @@ def test_user_errors_are_one_line_without_traceback(tmp_path, capsys, args, code
     folders = {
         "xq_truncated": _xquad_folder(tmp_path / "a", b'{"data": [{"paragraphs": ['),
         "xq_bad_utf8": _xquad_folder(tmp_path / "b", b'{"data": ["\xff"]}'),
+        "xq_surrogate": _xquad_folder(tmp_path / "c", b'{"data": [{"title": "\\ud800"}]}'),
     }
     args = [a.format(**folders) for a in args]
     assert main(["translate", str(cfg), *args]) == code
@@ -181,3 +189,25 @@ def test_cli_subprocess_user_error_has_no_traceback(tmp_path, yaml_bytes, extra,
     assert "Traceback" not in res.stderr
     lines = res.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("lira: ") and re.search(pattern, lines[0])
+
+
+def test_translate_exits_non_zero_when_nothing_could_be_translated(tmp_path, capsys):
+    """The issue's probe: a bad base_url made every item fail, and `lira translate` exited 0."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"output_dir: {tmp_path / 'out'}\n"
+        "data: {max_train_queries: 2, max_eval_queries: 1, train_languages: [de], "
+        "eval_languages: [de]}\n"
+        "translation:\n  num_candidates: 1\n  mt_translators:\n"
+        "    - {name: dead, kind: openai, role: mt, model: m, base_url: 'http://127.0.0.1:9/v1',"
+        " max_retries: 0, timeout_s: 5}\n"
+    )
+    assert main(["translate", str(cfg)]) == 1
+    out, err = capsys.readouterr()
+    assert "translation failures per translator:" in out and "dead: 3 of 3 texts failed" in out
+    last = err.strip().splitlines()[-1]
+    assert re.match(r"lira: nothing could be translated \(dead: 3 of 3 texts failed \(last "
+                    r"error: .*\)\); check each translator's base_url", last), last  # fmt: skip
+    assert "Traceback" not in err
+    summary = json.loads((tmp_path / "out" / "translate_summary.json").read_text())
+    assert summary["failed"] == 3 and summary["generated"] == 0  # the summary is still written

