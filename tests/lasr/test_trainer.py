@@ -294,3 +294,35 @@ def test_gate_features_are_the_same_in_training_and_after_loading(tmp_path, mode
     moved = loaded.net.adaptor.state_dict()
     arca = loaded.arca.adaptor.state_dict()
     assert any(not torch.equal(moved[k], arca[k]) for k in moved)  # LaSR's Adaptor trained
+
+
+def test_fixed_fusion_start_english_floor_and_selection(demo, tmp_path):
+    """fusion_init=validation: step 0 is the validation-best fixed fusion (never below any block
+    alone, the backbone included, on English queries); a checkpoint whose English queries fall
+    below the backbone is never kept, a better one is, and finalize saves the kept weights."""
+    model, _, _, _, adaptor = demo
+    splits = load_splits(DataConfig(train_languages=["en", "de"], eval_languages=["de"],
+                                    dev_fraction=0.2, max_dev_queries=12))  # fmt: skip
+    cfg = LaSRConfig(steps=2, lr=1e-3, task="retrieval", **SMALL)
+    tr = LaSRTrainer(cfg, _fresh(model, cfg, adaptor), tmp_path, retrieval=_subset(splits.train, 24),
+                     eval_retrieval=splits.dev)  # fmt: skip
+    en, foreign = tr.fits["en"], tr.fits["foreign"]
+    assert en.score >= max(en.parts.values()) - 1e-9
+    assert foreign.score >= max(foreign.parts.values()) - 1e-9
+    assert tr.english_floor == en.parts["en"]  # the backbone alone on English queries
+    step0 = tr.evaluate(splits.dev)["retrieval"]
+    assert abs(step0["by_lang"]["en"] - en.score) < 1e-6  # step 0 ranks as the fitted fusion
+    assert abs(step0["by_lang"]["de"] - foreign.by_lang["de"]) < 1e-6
+    assert tr.consider(0, {"retrieval": step0}) and tr.best["step"] == 0
+    worse_en = {
+        **step0,
+        "macro": 1.0,
+        "by_lang": {**step0["by_lang"], "en": tr.english_floor - 0.01},
+    }
+    assert not tr.consider(1, {"retrieval": worse_en}) and tr.best["step"] == 0
+    assert not tr.consider(1, {"retrieval": {**step0, "macro": step0["macro"] - 0.01}})
+    with torch.no_grad():  # a different net at "step 2" that validates better is kept
+        tr.ema.shadow.head.type_logw.add_(0.5)
+    assert tr.consider(2, {"retrieval": {**step0, "macro": step0["macro"] + 0.01}})
+    saved = LiRAModel.from_pretrained(tr.finalize())
+    assert torch.equal(saved.head.type_logw, tr.best["state"]["head.type_logw"])
