@@ -62,7 +62,7 @@ def composite_reward(
 
     scores: [..., 3] critic (semantic, emotional, pragmatic) in [1, 10]; sim: [...] the Adaptor
     similarity cos(E_lr, E_en(y_k)). Returns [...]. ``sim`` is detached: the reward is a
-    constant for REINFORCE (design decision, DESIGN.md "Arca").
+    constant for REINFORCE (design decision, docs/design.md "Arca").
     """
     if scores.shape[-1] != 3:
         raise ValueError(f"scores must end in 3 (s, e, p), got shape {tuple(scores.shape)}")

@@ -3,7 +3,7 @@
 The paper fuses the English stream E_en (the backbone's sentence vector of the Actor-selected
 translation) and the multilingual stream E_lr (Arca: g(x) → P_S → Adaptor) with a small
 transformer into one embedding ẑ; it does not say how English keeps its quality. Our design
-(DESIGN.md, "LaSR"):
+(docs/design.md, "LaSR"):
 
 - the transformer reads the stream tokens [E_en; E_lr] (projected to ``fusion_dim``, tagged with
   learned stream embeddings) and adds a residual Δ(x) to the multilingual stream
@@ -26,8 +26,8 @@ transformer into one embedding ẑ; it does not say how English keeps its qualit
 - the raw view (``lasr.raw_view``): a translation can be worse than the text itself for the
   backbone, so the English half of a translated text is n(n(h(y*)) + w(x) · n(h(x))), with a
   second gate w(x) = exp(ω(features)) (w = 1 at start); = n(h(x)) for English and
-  untranslated texts. Measured (docs/studies.md): it costs 18.5 points on xquad_minilm: off
-  by default.
+  untranslated texts. Measured (docs/studies.md "The raw view"): it costs 18.5 points on
+  xquad_minilm: off by default.
 
 A disabled stream (Table 5 ablation "– multi-enc") is an off block, so the dimension never
 changes. ``logit_scale`` is a learned inverse temperature of LaSR's ranking loss (the block

@@ -11,7 +11,7 @@ correlation loss over N = K + B items, [Q, C, C] for soft nDCG over Q lists of C
 and only ``chunk`` rows of it at a time: :func:`pairwise_sigmoid_sum` is a custom autograd
 function whose backward recomputes the sigmoids instead of storing N×N intermediates.
 
-Decisions where the paper is silent or ambiguous (see also ../shared/DESIGN.md "LaSR"):
+Decisions where the paper is silent or ambiguous (see also docs/design.md "LaSR"):
 
 - Safe negatives (Eq. 40-41). The paper multiplies the discount of near negatives by
   w_i = σ((θ − s_i)/β); because a negative's gain 2^0 − 1 is 0, that literal update never

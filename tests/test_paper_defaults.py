@@ -1,7 +1,7 @@
 """Paper 004's stated hyper-parameters, pinned: the config defaults and the paper-scale recipe
 (configs/retrieval_qwen3_8b.yaml) must keep them. Each assert cites the table or section it comes
-from; a value the paper leaves open is not pinned here (README "Paper hyper-parameters" lists the
-departures and the open values)."""
+from; a value the paper leaves open is not pinned here (docs/paper.md "Paper hyper-parameters" lists
+the departures and the open values)."""
 
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_table_10(source, paper):
     # Table 10 (every row): Actor LR 1e-4 | Encoder LR 5e-5 | Adaptor LR 1e-4.
     assert (arca.actor_lr, arca.encoder_lr, arca.adaptor_lr) == (1e-4, 5e-5, 1e-4)
     # Table 10: α 0.4 | β 0.3 | γ 0.3 | δ 1.0 (§5.1's prose says β = 0.4; Table 10 is followed,
-    # DESIGN.md "Arca").
+    # docs/design.md "Arca").
     assert (arca.alpha, arca.beta, arca.gamma, arca.delta) == (0.4, 0.3, 0.3, 1.0)
     # App. C and D.1: Adam with gradient clipping at 1.0.
     assert arca.max_grad_norm == 1.0

@@ -11,9 +11,9 @@
 - KL (Eq. 5): S_en[i, j] = sim(q_en_i, p_en_j) and S_CL[i, j] = sim(p_en_j, q_l_i), as the
   paper indexes them: row i is a query (English / target), column j a batch passage. Each row
   is made a distribution by a softmax over the passages j with τ (the paper names no
-  normalisation; DESIGN.md records the row-wise softmax); KL summed over j, averaged over the
-  B rows (the printed Σ_{i,j} would scale λ3 with the batch size). Both sides receive
-  gradients (the paper does not detach either).
+  normalisation; docs/design.md "Baselines" records the row-wise softmax); KL summed over j,
+  averaged over the B rows (the printed Σ_{i,j} would scale λ3 with the batch size). Both sides
+  receive gradients (the paper does not detach either).
 
 Hard negatives (§4.1, following NV-Retriever): 5 per training sample, sampled uniformly from
 ranks 30-100 of the initial model's retrieval (:func:`sample_hard_negatives`): passages for
@@ -21,8 +21,8 @@ the English query, and target-language queries for the gold passage (the "query 
 mining" of §4.2, with the same window). With a small corpus the window is clamped to the
 ranked items (logged).
 
-The printed Eq. 1 and 3 drop the logarithm; we implement −log (cross-entropy), as DESIGN.md
-records. With all embeddings identical every logit is equal, so
+The printed Eq. 1 and 3 drop the logarithm; we implement −log (cross-entropy), as docs/design.md
+"Baselines" records. With all embeddings identical every logit is equal, so
 L = λ1·log(B(1+K)) + λ2·log(B(1+M)) + λ3·0.
 """
 

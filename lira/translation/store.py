@@ -1,4 +1,4 @@
-"""Crash-safe SQLite translation store (DESIGN "Data flow" 1; paper 004 "offline translation").
+"""Crash-safe SQLite translation store (paper 004 offline translation; docs/design.md "Data flow").
 
 One row per (source text, source language, translator id, prompt version, decoding
 parameters), keyed by the sha256 of those five fields (:func:`store_key`). Rows are written in
