@@ -71,6 +71,7 @@ def collect_models(cfg: RunConfig) -> dict[str, Encoder]:
             fused = LiRAModel.from_pretrained(fixed, translation=cfg.translation)
             fused.use_run_cache(out)
             fused.cache_streams = True
+            fused.share_streams(lira)  # same Arca and backbone: the streams are LiRA's
             models[FIXED_ROW] = fused
     else:
         log.warning("no LiRA model at %s (run `lira lasr` first): skipped", lira_dir)

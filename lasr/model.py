@@ -229,6 +229,14 @@ class LiRAModel(nn.Module):
         save_file(state, str(path / ADAPTOR_NAME))
         self.arca.save_pretrained(path / "arca")
 
+    def share_streams(self, other: LiRAModel) -> None:
+        """Memoise streams in ``other``'s table (the same Arca, backbone and store give the same
+        streams; checked here on the saved configs), so a text is encoded once for both."""
+        mine = (self.models_cfg, self.arca_cfg, self.translation_cfg, self.lasr_cfg)
+        if mine != (other.models_cfg, other.arca_cfg, other.translation_cfg, other.lasr_cfg):
+            raise ValueError("share_streams needs two models of one run (same configs)")
+        self._memo = other._memo
+
     def use_run_cache(self, output_dir: str | Path) -> bool:
         """Read a frozen g's embeddings from the run's cache (``<output_dir>/cache/``); True if so."""
         return self.arca.attach_g_cache(output_dir)

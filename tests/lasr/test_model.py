@@ -414,3 +414,19 @@ def test_lira_eval_of_a_truncated_folder_in_a_subprocess_is_one_line(stack, tmp_
     assert "Exception ignored" not in res.stderr
     last = res.stderr.strip().splitlines()[-1]
     assert last.startswith("lira: LiRA model folder") and "head.safetensors has" in last
+
+
+def test_share_streams_only_between_models_of_one_run(stack):
+    model, _, _ = stack
+    other = LiRAModel(model.models_cfg, model.translation_cfg, model.arca_cfg, model.lasr_cfg,
+                      model.backbone, model.arca, model.store)  # fmt: skip
+    other.share_streams(model)
+    model.cache_streams = True
+    model.streams(DE, ["de", "de"])
+    assert other._memo is model._memo and len(other._memo) >= 2
+    model.cache_streams = False
+    changed = dataclasses.replace(model.lasr_cfg, raw_view=not model.lasr_cfg.raw_view)
+    odd = LiRAModel(model.models_cfg, model.translation_cfg, model.arca_cfg, changed,
+                    model.backbone, model.arca, model.store)  # fmt: skip
+    with pytest.raises(ValueError, match="one run"):
+        odd.share_streams(model)
