@@ -77,7 +77,7 @@ from lira.checkpoint import (
 from lira.config import LaSRConfig, RunConfig
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
-from lira.metrics import ndcg_at_k, sts_correlations
+from lira.metrics import ndcg_dense, sts_correlations
 from lira.models import is_trainable
 from lira.training import log_metrics, make_accelerator
 from lira.translation.runner import store_path
@@ -217,46 +217,48 @@ def evaluate_retrieval(
     k: int,
     cfg: LaSRConfig,
 ) -> dict[str, float]:
-    """True nDCG@k (:func:`lira.metrics.ndcg_at_k`, pytrec_eval, binary gains) and 1 − soft
-    nDCG@k over each query's same-language corpus, for the queries of ``qbank`` that have
-    judgements."""
+    """True nDCG@k (binary gains; :func:`lira.metrics.ndcg_dense`, equal to pytrec_eval's) and
+    1 − soft nDCG@k over each query's same-language corpus, for the queries of ``qbank`` that
+    have judgements; ``by_lang`` per query language and their mean ``macro``."""
     net.eval()
-    zq = embed_rows(net, qbank.streams)  # [Q, d]
-    zd = embed_rows(net, dbank.streams)  # [D, d]
-    by_lang: dict[str, list[int]] = {}
+    zq = embed_rows(net, qbank.streams).float()  # [Q, d]
+    zd = embed_rows(net, dbank.streams).float()  # [D, d]
+    by_doc_lang: dict[str, list[int]] = {}
     for j, lang in enumerate(dbank.langs):
-        by_lang.setdefault(lang, []).append(j)
-    run: dict[str, dict[str, float]] = {}
-    binary: dict[str, dict[str, int]] = {}
-    soft = []
+        by_doc_lang.setdefault(lang, []).append(j)
+    # candidates: the corpus of the languages of the query's relevant documents
+    groups: dict[tuple[str, ...], list[int]] = {}
     for qi, qid in enumerate(qbank.keys):
         rel = qrels.get(qid, {})
-        # candidates: the corpus of the language of the query's relevant documents
-        langs = {dbank.langs[dbank.index[d]] for d in rel if d in dbank.index}
-        cols = sorted({j for lang in langs for j in by_lang[lang]})
-        if not cols:
-            continue
-        s = (zq[qi : qi + 1] @ zd[cols].T).float()  # [1, C]
-        y = torch.tensor([[1.0 if rel.get(dbank.keys[j], 0) > 0 else 0.0 for j in cols]])
-        run[qid] = {dbank.keys[j]: float(v) for j, v in zip(cols, s[0].tolist())}
-        binary[qid] = {dbank.keys[j]: 1 for j, v in zip(cols, y[0].tolist()) if v > 0}
-        soft.append(
-            float(soft_ndcg_loss(s, y, k=k, tau=cfg.tau, tau_k=cfg.tau_k, safe_negatives=False))
-        )
-    if not run:
+        langs = tuple(sorted({dbank.langs[dbank.index[d]] for d in rel if d in dbank.index}))
+        if langs:
+            groups.setdefault(langs, []).append(qi)
+    if not groups:
         raise ValueError("evaluate_retrieval: no query has a judged document in the corpus")
-    per_query = ndcg_at_k(run, {q: r for q, r in binary.items() if r}, k)
-    true = [per_query.get(q, 0.0) for q in run]  # no relevant candidate: 0
+    true: dict[int, float] = {}
+    soft: list[float] = []
+    for langs, rows in groups.items():
+        cols = sorted(j for lang in langs for j in by_doc_lang[lang])
+        s = zq[rows] @ zd[cols].T  # [q, C]
+        y = torch.tensor(
+            [[float(qrels[qbank.keys[q]].get(dbank.keys[j], 0) > 0) for j in cols] for q in rows]
+        )
+        true.update(zip(rows, ndcg_dense(s, y, k).tolist()))
+        for c in range(0, len(rows), 16):  # O(rows · C²) memory: 16 queries at a time
+            part = slice(c, c + 16)
+            loss = soft_ndcg_loss(s[part], y[part], k=k, tau=cfg.tau, tau_k=cfg.tau_k,
+                                  safe_negatives=False)  # fmt: skip
+            soft += [float(loss)] * len(rows[part])
     by_lang: dict[str, list[float]] = {}
-    for q, v in zip(run, true):
-        by_lang.setdefault(qbank.langs[qbank.index[q]], []).append(v)
-    langs = {lang: float(np.mean(v)) for lang, v in by_lang.items()}
+    for q, v in true.items():
+        by_lang.setdefault(qbank.langs[q], []).append(v)
+    langs_mean = {lang: float(np.mean(v)) for lang, v in by_lang.items()}
     return {
-        f"ndcg@{k}": float(np.mean(true)),
+        f"ndcg@{k}": float(np.mean(list(true.values()))),
         f"soft_ndcg_loss@{k}": float(np.mean(soft)),
         "queries": len(true),
-        "by_lang": langs,
-        "macro": float(np.mean(list(langs.values()))),
+        "by_lang": langs_mean,
+        "macro": float(np.mean(list(langs_mean.values()))),
     }
 
 
