@@ -146,6 +146,15 @@ class ArcaModel(nn.Module):
     def _device(self) -> torch.device:
         return next(self.adaptor.parameters()).device
 
+    def to(self, *args: Any, **kwargs: Any) -> ArcaModel:
+        """``nn.Module.to``, and the frozen backbone h (not a submodule) follows to the same
+        device (its dtype stays: h runs in ``models.dtype``)."""
+        super().to(*args, **kwargs)
+        device = torch._C._nn._parse_to(*args, **kwargs)[0]
+        if device is not None and isinstance(self.backbone, nn.Module):
+            self.backbone.to(device)
+        return self
+
     def _guard(self, tokens: Tensor) -> Tensor:
         if not bool(torch.isfinite(tokens).all()):
             self.nan_guards += 1

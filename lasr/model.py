@@ -69,6 +69,7 @@ from lira.config import (
 )
 from lira.errors import UserInputError
 from lira.models import load_backbone
+from lira.models.devices import resolve_device
 from lira.translation.runner import fill_store
 from lira.translation.store import TranslationStore
 from lira.translation.types import NEUTRAL_SCORE, Candidate
@@ -249,8 +250,11 @@ class LiRAModel(nn.Module):
         online: bool = False,
         load_store: bool = True,
         translation: TranslationConfig | None = None,
+        device: str | torch.device | None = None,
     ) -> LiRAModel:
-        """Load a folder written by :meth:`save_pretrained` (the backbone from its reference).
+        """Load a folder written by :meth:`save_pretrained` (the backbone from its reference)
+        onto ``device`` — every part: h, g, both Adaptors, the Actor and the head (None: CUDA
+        when available, as sentence-transformers picks; :func:`lira.models.devices.default_device`).
 
         The folder names its translators (names, models, kinds); their endpoints and API-key
         variables come from the caller's ``translation`` config only (matched by translator
@@ -298,7 +302,7 @@ class LiRAModel(nn.Module):
             model.net.adaptor.load_state_dict(adaptor)
         except RuntimeError as e:
             raise state_mismatch(path / HEAD_NAME, "LiRA fusion head", e) from None
-        return model.eval()
+        return model.to(resolve_device(device)).eval()
 
     # ------------------------------------------------------------------ streams
     def inference_translators(self, train: bool = False) -> list[Any]:

@@ -141,19 +141,21 @@ class StreamBank:
 def build_bank(
     model: Any, keys: list[str], texts: list[str], langs: list[str], kind: str, batch_size: int
 ) -> StreamBank:
-    """Streams of ``texts`` from ``model.streams`` (memoised there: each distinct
-    (kind, lang, text) is computed once per run).
+    """Streams of ``texts`` from ``model.streams`` in length-sorted batches of ``batch_size``
+    (memoised there: each distinct (kind, lang, text) is computed once per run).
 
     The English stream uses the inference selection: train-only references (gold English) are
     Arca's anchors, never LaSR inputs, so the head trains on the translations it is evaluated
     on.
     """
     model.cache_streams = True
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # longest first: less padding
     parts = [
-        model.streams(texts[i : i + batch_size], langs[i : i + batch_size], kind=kind)
-        for i in range(0, len(texts), batch_size)
+        model.streams([texts[i] for i in idx], [langs[i] for i in idx], kind=kind)
+        for idx in (order[s : s + batch_size] for s in range(0, len(texts), batch_size))
     ]
     streams = Streams.cat(parts) if parts else model.streams([], [], kind=kind)
+    streams = streams.select(torch.tensor(order).argsort()) if parts else streams  # input order
     return StreamBank(list(keys), list(langs), list(texts), streams)
 
 
@@ -221,8 +223,9 @@ def evaluate_retrieval(
     1 − soft nDCG@k over each query's same-language corpus, for the queries of ``qbank`` that
     have judgements; ``by_lang`` per query language and their mean ``macro``."""
     net.eval()
-    zq = embed_rows(net, qbank.streams).float()  # [Q, d]
-    zd = embed_rows(net, dbank.streams).float()  # [D, d]
+    dev = next(net.parameters()).device
+    zq = embed_rows(net, qbank.streams, dev).float().cpu()  # [Q, d]
+    zd = embed_rows(net, dbank.streams, dev).float().cpu()  # [D, d]
     by_doc_lang: dict[str, list[int]] = {}
     for j, lang in enumerate(dbank.langs):
         by_doc_lang.setdefault(lang, []).append(j)
@@ -268,7 +271,8 @@ def evaluate_pairs(net: LaSRNet, bank: StreamBank, pairs: PairData) -> dict[str,
     predictions against gold pair scores."""
     net.eval()
     k1, k2 = pair_keys(pairs)
-    pred = (embed_rows(net, bank.rows(k1)) * embed_rows(net, bank.rows(k2))).sum(-1)
+    dev = next(net.parameters()).device
+    pred = (embed_rows(net, bank.rows(k1), dev) * embed_rows(net, bank.rows(k2), dev)).sum(-1).cpu()
     gold = np.asarray(pairs.scores, dtype=np.float64)
     return {**sts_correlations(pred.double().numpy(), gold, scale=1.0), "pairs": len(gold)}
 
@@ -312,7 +316,8 @@ class LaSRTrainer:
             grad_accum=cfg.grad_accum,
         )
         self.retrieval, self.pairs = retrieval, pairs
-        bs = max(cfg.batch_size, 8)
+        model.to(self.acc.device)  # frozen h and g build the banks there; the net trains there
+        bs = cfg.encode_batch_size
         self.qbank = self.dbank = self.pbank = None
         if retrieval is not None and task in ("retrieval", "both"):
             self.qbank, self.dbank = retrieval_banks(model, retrieval, bs)
@@ -397,7 +402,7 @@ class LaSRTrainer:
             log.warning("lasr.fusion_init=validation but there is no validation split "
                         "(data.dev_fraction = 0): the paper's block weights are used")  # fmt: skip
             return
-        qb, db = retrieval_banks(model, dev, max(cfg.batch_size, 8))
+        qb, db = retrieval_banks(model, dev, cfg.encode_batch_size)
         en_docs = [j for j, lang in enumerate(db.langs) if lang == "en"]
         cos = block_cosines(model.net, qb.streams.tensors(), db.streams.select(en_docs).tensors())
         labels = torch.tensor(
@@ -668,12 +673,12 @@ class LaSRTrainer:
         net = self.ema.shadow if use_ema else self.acc.unwrap_model(self.net)
         out: dict[str, Any] = {}
         if retrieval is not None:
-            qb, db = retrieval_banks(self.model, retrieval, max(self.cfg.batch_size, 8))
+            qb, db = retrieval_banks(self.model, retrieval, self.cfg.encode_batch_size)
             out["retrieval"] = evaluate_retrieval(
                 net, qb, db, retrieval.qrels, self.cfg.ndcg_k, self.cfg
             )
         if pairs is not None:
-            bank = pair_bank(self.model, pairs, max(self.cfg.batch_size, 8))
+            bank = pair_bank(self.model, pairs, self.cfg.encode_batch_size)
             out["rank"] = evaluate_pairs(net, bank, pairs)
         self.net.train()
         return out

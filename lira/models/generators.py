@@ -22,6 +22,7 @@ from lira.models.loading import (
     torch_dtype,
     with_pad_token,
 )
+from lira.models.random_weights import build_random, is_random_ref, random_tokenizer
 
 
 def _pad_generation(model: nn.Module, tokenizer: Any) -> None:
@@ -41,9 +42,16 @@ def is_seq2seq(ref: str, cache_dir: str = "") -> bool:
 def load_causal_lm(
     ref: str, cache_dir: str = "", dtype: str | torch.dtype = "float32"
 ) -> tuple[nn.Module, Any]:
-    """(model, tokenizer) of a causal LM; pad token set and left padding for batched generation."""
+    """(model, tokenizer) of a causal LM; pad token set and left padding for batched generation
+    (``random:<arch>``: random weights, cost-only)."""
     from transformers import AutoModelForCausalLM
 
+    if is_random_ref(ref):
+        tokenizer = with_pad_token(random_tokenizer(ref))
+        tokenizer.padding_side = "left"
+        model = build_random(AutoModelForCausalLM, ref, torch_dtype(dtype))
+        _pad_generation(model, tokenizer)
+        return model, tokenizer
     path = resolve_path(ref, cache_dir, "qwen3-lm")
     tokenizer = with_pad_token(load_tokenizer(path, ref, "qwen3-lm", cache_dir=cache_dir))
     tokenizer.padding_side = "left"

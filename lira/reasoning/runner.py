@@ -27,6 +27,7 @@ from arca.model import load_arca
 from evaluators.bootstrap import bootstrap_ci
 from lira.config import RunConfig
 from lira.models import load_causal_lm
+from lira.models.devices import resolve_device
 from lira.reasoning.answers import extract_choice, extract_number, numbers_equal
 from lira.reasoning.data import ChoiceItem, MathItem, demo_reasoning_path, load_mgsm, load_xcsqa
 from lira.reasoning.soft_prompt import SoftPromptBuilder, VLLMSoftPromptGenerator, user_message
@@ -96,6 +97,9 @@ def run_reason(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
     out = Path(cfg.output_dir) / "reason"
     out.mkdir(parents=True, exist_ok=True)
     lm, tok = load_causal_lm(rc.llm, cfg.models.cache_dir, dtype=cfg.models.dtype)
+    device = resolve_device()  # CUDA when available
+    if rc.engine != "vllm":  # with vLLM this copy only embeds prompt tokens: its GPU is vLLM's
+        lm.to(device)
     lm.eval()
     d_llm = lm.get_input_embeddings().embedding_dim
     needs_arca = any(m in ("soft_only", "both", "translate-en") for m in rc.modes)
@@ -107,7 +111,7 @@ def run_reason(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
                 f"no Arca checkpoint at {ckpt}: train one with `lira arca` using "
                 f"models.backbone={rc.llm} (reason.arca_checkpoint names another folder)"
             )
-        arca = load_arca(ckpt)
+        arca = load_arca(ckpt).to(device)  # g, Adaptor, Actor and its backbone h
         if arca.dim != d_llm:
             raise ValueError(
                 f"the Arca checkpoint {ckpt} maps into d={arca.dim} but {rc.llm} embeds tokens "
