@@ -326,3 +326,33 @@ def test_fixed_fusion_start_english_floor_and_selection(demo, tmp_path):
     assert tr.consider(2, {"retrieval": {**step0, "macro": step0["macro"] + 0.01}})
     saved = LiRAModel.from_pretrained(tr.finalize())
     assert torch.equal(saved.head.type_logw, tr.best["state"]["head.type_logw"])
+
+
+def test_whole_corpus_negatives_are_the_hand_top_k(demo, tmp_path, monkeypatch):
+    """lasr.negatives=corpus: each query's negatives are the M highest-scoring non-relevant
+    same-language documents of the whole corpus under the current model (hand top-k)."""
+    model, train, _, _, adaptor = demo
+    data = _subset(train, 8)
+    cfg = LaSRConfig(steps=1, task="retrieval", negatives="corpus", num_negatives=5,
+                     **{**SMALL, "batch_size": 8}, dropout=0.0)  # fmt: skip
+    tr = LaSRTrainer(cfg, _fresh(model, cfg, adaptor), tmp_path, retrieval=data)
+    seen = {}
+    monkeypatch.setattr(tr, "_ranking_loss", lambda net, s, m: seen.update(s=s.detach(), m=m))
+    tr.retrieval_loss()
+    net = tr.acc.unwrap_model(tr.net).eval()
+    with torch.no_grad():
+        zd = net(*tr.dbank.streams.tensors())
+        order = seen["s"]
+        for b in range(order.shape[0]):
+            # the query of row b: the one whose positive score matches (queries are distinct)
+            zq = net(*tr.qbank.streams.tensors())
+            cands = []
+            for qi, q in enumerate(tr.qbank.keys):
+                rel = {d for d, v in data.qrels[q].items() if v > 0}
+                s = zq[qi] @ zd.T
+                s[[tr.dbank.index[d] for d in rel if d in tr.dbank.index]] = float("-inf")
+                top = s.topk(5).values
+                if torch.allclose(top, order[b, 1:], atol=1e-5):
+                    cands.append(q)
+            assert cands, f"row {b}: negatives are not any query's hand top-5"
+    assert seen["m"].all()
