@@ -32,7 +32,13 @@ from evaluators import diagnostics as diag
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.paper_tables import write_paper_tables
 from evaluators.probes import lancer_penalty, language_id_accuracy
-from evaluators.runner import english_gaps, evaluate_encoders, evaluate_retrieval, go_online
+from evaluators.runner import (
+    EmbeddingCache,
+    english_gaps,
+    evaluate_encoders,
+    evaluate_retrieval,
+    go_online,
+)
 from lasr.model import LiRAModel
 from lasr.trainer import FIXED_FUSION
 from lira.baselines.trainer import load_baseline
@@ -207,16 +213,18 @@ def _compare_parallel(
     """XQuAD-R scenarios, language-agnosticism probes and diagnostics -> ``out``."""
     langs = list(cfg.data.eval_languages)
     refs = [r for r in REFERENCES if r in models]  # paired Δ of every method to each
+    caches: dict[str, EmbeddingCache] = {}  # the English corpus is in both splits: encoded once
     if splits.dev_ids:  # the validation split, where choices were made: its own files
         dev_langs = [x for x in dict.fromkeys([*cfg.data.train_languages, *cfg.data.dev_languages])
                      if x != "en"]  # fmt: skip
         dev = evaluate_encoders(models, splits.dataset, splits.dev_ids, dev_langs, cfg.eval,
-                                task="xquad-r validation", reference=refs)  # fmt: skip
+                                task="xquad-r validation", reference=refs,
+                                caches=caches)  # fmt: skip
         title = "VALIDATION split (XQuAD-R training-id questions held out; choices made here)"
         write_leaderboard(dev, out / "validation", title=title)
         print(f"wrote {out / 'validation' / 'leaderboard.md'} (validation split)")
     rows = evaluate_encoders(models, splits.dataset, splits.eval_ids, langs, cfg.eval,
-                             reference=refs)  # fmt: skip
+                             reference=refs, caches=caches)  # fmt: skip
     rows += english_gaps(rows)
     write_leaderboard(rows, out, title="TEST split: LiRA vs baselines (XQuAD-R held-out questions)")
     agn = agnosticism(models, splits.dataset, splits.eval_ids, langs, cfg.eval.seed)

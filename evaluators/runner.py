@@ -115,15 +115,18 @@ def evaluate_encoders(
     cfg: EvalConfig,
     task: str = "xquad-r",
     reference: str | Sequence[str] | None = None,
+    caches: dict[str, EmbeddingCache] | None = None,
 ) -> list[Row]:
     """Leaderboard rows for every method x scenario x language (+ pooled language 'all');
     with ``reference`` (keys of ``encoders``), also each other method's paired difference to
-    each of them (:func:`paired_rows`)."""
+    each of them (:func:`paired_rows`); ``caches`` ({method: EmbeddingCache}, filled here)
+    lets several calls encode a shared record once."""
+    caches = {} if caches is None else caches
     scenarios = build_scenarios(dataset, list(cfg.scenarios), languages, qids)
     rows: list[Row] = []
     per_query: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(dict)
     for method, encoder in encoders.items():
-        cache = EmbeddingCache(encoder, cfg.batch_size)
+        cache = caches.setdefault(method, EmbeddingCache(encoder, cfg.batch_size))
         pooled: dict[tuple[str, str], list[float]] = defaultdict(list)
         for sc in scenarios:
             values = scenario_values(sc, cache, list(cfg.metrics), cfg.chunk_size, cfg)

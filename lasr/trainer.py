@@ -110,6 +110,10 @@ class HeadEMA:
             else:
                 s.copy_(live[name])
 
+    def snapshot(self) -> dict[str, Tensor]:
+        """A detached copy of the shadow weights (a checkpoint kept in memory)."""
+        return {k: v.detach().clone() for k, v in self.shadow.state_dict().items()}
+
     def state_dict(self) -> dict[str, Any]:
         """Shadow weights and update count."""
         return {"shadow": self.shadow.state_dict(), "updates": self.updates}
@@ -370,7 +374,7 @@ class LaSRTrainer:
         self.optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
         self.net, self.optimizer = self.acc.prepare(net, self.optimizer)
         self.ema = HeadEMA(self.acc.unwrap_model(self.net), cfg.ema_decay)
-        self.initial = {k: v.detach().clone() for k, v in self.ema.shadow.state_dict().items()}
+        self.initial = self.ema.snapshot()
         """The net at step 0 (with ``fusion_init: validation``: the fitted fixed fusion)."""
         qsize = cfg.corr_queue_size if cfg.use_queue else 0
         self.corr_queue = CorrQueue(qsize, cfg.corr_min if cfg.use_queue else 0)
@@ -440,8 +444,7 @@ class LaSRTrainer:
             return False
         if self.best and r["macro"] <= self.best["score"]:
             return False
-        state = {k: v.detach().clone() for k, v in self.ema.shadow.state_dict().items()}
-        self.best = {"step": step, "score": r["macro"], "state": state}
+        self.best = {"step": step, "score": r["macro"], "state": self.ema.snapshot()}
         log.info("lasr: step %d kept (validation macro nDCG %.4f)", step, r["macro"])
         return True
 
@@ -472,14 +475,14 @@ class LaSRTrainer:
         extra = [self.dbank.keys[i] for i in self._sample(len(self.dbank.keys), cfg.batch_size)]
         docs = list(dict.fromkeys(pos + extra))  # positives first, no duplicates
         zq = self._embed(self.qbank, qids)  # [B, d]
+        relevant = [{d for d, v in data.qrels[q].items() if v > 0} for q in qids]
+        net = self.acc.unwrap_model(self.net)
+        if cfg.negatives == "corpus":  # embeds its own positives and negatives
+            return self._corpus_loss(net, zq, pos, relevant)
         zd = self._embed(self.dbank, docs)  # [D, d]
         d_langs = [self.dbank.langs[self.dbank.index[d]] for d in docs]
         pos_rows = [docs.index(p) for p in pos]
-        relevant = [{d for d, v in data.qrels[q].items() if v > 0} for q in qids]
         neg_langs = [d_langs[r] for r in pos_rows]  # negatives in the positive's language
-        net = self.acc.unwrap_model(self.net)
-        if cfg.negatives == "corpus":
-            return self._corpus_loss(net, qids, zq, pos, relevant)
         rescore = None  # queued entries as pushed
         if cfg.queue_rescore:
             rescore = net.forward_packed
@@ -504,7 +507,7 @@ class LaSRTrainer:
         return loss
 
     def _corpus_loss(
-        self, net: LaSRNet, qids: list[str], zq: Tensor, pos: list[str], relevant: list[set[str]]
+        self, net: LaSRNet, zq: Tensor, pos: list[str], relevant: list[set[str]]
     ) -> Tensor:
         """Soft nDCG with the M hardest negatives of the whole training corpus, scored by the
         current model (``lasr.negatives: corpus``): exact hard negatives, no stale entries."""
