@@ -47,7 +47,7 @@ from arca.g_cache import GEmbeddingCache, cache_path, encoder_id
 from arca.pooling import temporal_pool
 from lira.checkpoint import CheckpointError, checkpoint_problem, load_safetensors, read_meta
 from lira.config import ArcaConfig, ModelsConfig, from_dict, to_dict
-from lira.models import load_backbone, load_encoder, saved_encoder_config
+from lira.models import Backbone, load_backbone, load_encoder, saved_encoder_config
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 
 log = logging.getLogger(__name__)
@@ -96,7 +96,7 @@ class ArcaModel(nn.Module):
         actor: Actor,
         arca_cfg: ArcaConfig,
         models_cfg: ModelsConfig,
-        backbone: Any = None,
+        backbone: Backbone | None = None,
     ) -> None:
         super().__init__()
         self.encoder = encoder
@@ -117,7 +117,7 @@ class ArcaModel(nn.Module):
         cls,
         models_cfg: ModelsConfig,
         arca_cfg: ArcaConfig,
-        backbone: Any = None,
+        backbone: Backbone | None = None,
         encoder: nn.Module | None = None,
     ) -> ArcaModel:
         """A fresh (untrained) Adaptor and Actor around g (loaded unless given) and h."""
@@ -429,7 +429,7 @@ class ArcaModel(nn.Module):
 
     @classmethod
     def from_pretrained(
-        cls, path: str | Path, backbone: Any = None, load_backbone_model: bool = True
+        cls, path: str | Path, backbone: Backbone | None = None, load_backbone_model: bool = True
     ) -> ArcaModel:
         """Load a folder written by :meth:`save_pretrained`."""
 
@@ -466,7 +466,7 @@ class ArcaModel(nn.Module):
         return model.eval()
 
 
-def load_arca(path: str | Path, backbone: Any = None) -> ArcaModel:
+def load_arca(path: str | Path, backbone: Backbone | None = None) -> ArcaModel:
     """Load a trained Arca checkpoint folder (backbone from its reference unless given)."""
     return ArcaModel.from_pretrained(path, backbone=backbone)
 
@@ -475,7 +475,7 @@ def _state(module: nn.Module) -> dict[str, Tensor]:
     return {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
 
 
-def _is_peft(model: Any) -> bool:
+def _is_peft(model: object) -> bool:
     try:
         from peft import PeftModel
     except ImportError:  # pragma: no cover - peft is a dependency

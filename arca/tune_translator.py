@@ -58,12 +58,14 @@ from argparse import Namespace
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import torch
 import torch.nn.functional as F
 import yaml
-from torch import Tensor
+from datasets import Dataset
+from torch import Tensor, nn
+from transformers import PreTrainedTokenizerBase
 
 from arca.losses import composite_reward
 from arca.model import ArcaModel, load_arca
@@ -71,13 +73,17 @@ from lira.checkpoint import atomic_dir, write_json
 from lira.config import RunConfig, TranslatorConfig, TuneTranslatorConfig
 from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
+from lira.models.generators import load_causal_lm
 from lira.prompts import translation_prompt
 from lira.translation.cleanup import clean_translation
-from lira.translation.critic import build_critic
+from lira.translation.critic import Critic, build_critic
 from lira.translation.runner import check_source
 from lira.translation.translators import chat_messages
 from lira.translation.tuning import base_translator, output_folder, tuned_translator
 from lira.translation.types import NEUTRAL_SCORE
+
+if TYPE_CHECKING:  # trl loads only when GRPO runs (it is heavy)
+    from trl import GRPOConfig, GRPOTrainer
 
 log = logging.getLogger(__name__)
 
@@ -174,13 +180,28 @@ ScoreFn = Callable[[list[str], list[str], str], list[tuple[float, float, float] 
 """(sources, cleaned translations, language) -> critic (s, e, p) per pair, None = no score."""
 
 
-def critic_scorer(critic: Any) -> ScoreFn:
+def critic_scorer(critic: Critic) -> ScoreFn:
     """A :data:`ScoreFn` around a :class:`lira.translation.critic.Critic`."""
 
-    def score(sources: list[str], outputs: list[str], lang: str) -> list[Any]:
+    def score(
+        sources: list[str], outputs: list[str], lang: str
+    ) -> list[tuple[int, int, int] | None]:
         return [r.scores for r in critic.score(sources, outputs, lang)]
 
     return score
+
+
+class RewardParts(TypedDict):
+    """One completion's reward and its parts (:meth:`AnchorReward.score`)."""
+
+    reward: float
+    sim: float
+    margin: float
+    scores: list[float]
+    penalty: float
+    reasons: list[str]
+    hard: bool
+    text: str
 
 
 class AnchorReward:
@@ -246,7 +267,7 @@ class AnchorReward:
 
     def score(
         self, sources: Sequence[str], langs: Sequence[str], outputs: Sequence[str]
-    ) -> list[dict[str, Any]]:
+    ) -> list[RewardParts]:
         """Per completion: reward, sim, margin, scores, penalty, reasons, hard and the text."""
         c = self.cfg
         checks = [
@@ -268,7 +289,7 @@ class AnchorReward:
                     if s is not None and all(math.isfinite(float(v)) for v in s):
                         scores[i] = torch.tensor([float(v) for v in s])
         composite = composite_reward(scores, sims, c.alpha, c.beta, c.gamma, c.delta)
-        out = []
+        out: list[RewardParts] = []
         for i, ch in enumerate(checks):
             r = (0.0 if ch.hard else float(composite[i])) - c.format_weight * ch.penalty
             out.append({
@@ -281,11 +302,11 @@ class AnchorReward:
 
     def __call__(
         self,
-        prompts: list[Any],
-        completions: list[Any],
+        prompts: list[str | list[dict[str, str]]],
+        completions: list[str | list[dict[str, str]]],
         source: list[str],
         lang: list[str],
-        **kwargs: Any,
+        **kwargs: object,
     ) -> list[float]:
         """TRL's reward-function interface: one float per completion."""
         outputs = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
@@ -316,10 +337,8 @@ def training_sources(cfg: RunConfig) -> list[tuple[str, str]]:
     return out[:cap] if cap else out
 
 
-def build_dataset(sources: Sequence[tuple[str, str]], translator: TranslatorConfig) -> Any:
+def build_dataset(sources: Sequence[tuple[str, str]], translator: TranslatorConfig) -> Dataset:
     """The GRPO dataset: a chat prompt (the pool's translation prompt) + ``source`` + ``lang``."""
-    from datasets import Dataset
-
     return Dataset.from_list([
         {
             "prompt": chat_messages(translation_prompt(text, lang, translator.prompt_version)),
@@ -342,15 +361,15 @@ def arca_path(cfg: RunConfig) -> Path:
     return path
 
 
-def _load_policy(translator: TranslatorConfig, cache_dir: str = "") -> tuple[Any, Any]:
+def _load_policy(
+    translator: TranslatorConfig, cache_dir: str = ""
+) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model, tokenizer) of the translator's weights, as the transformers backend loads them."""
-    from lira.models.generators import load_causal_lm
-
     dtype = "auto" if torch.cuda.is_available() else torch.float32  # bf16 is slow on CPUs
     return load_causal_lm(translator.model, cache_dir, dtype=dtype)
 
 
-def grpo_config(cfg: RunConfig, out: Path, batch_size: int) -> Any:
+def grpo_config(cfg: RunConfig, out: Path, batch_size: int) -> GRPOConfig:
     """TRL's ``GRPOConfig`` for ``tune_translator`` (one generation batch per step)."""
     from trl import GRPOConfig
 
@@ -390,7 +409,9 @@ def _checkpoints(out: Path) -> list[Path]:
     )
 
 
-def _save_final(trainer: Any, tokenizer: Any, cfg: RunConfig, out: Path, meta: dict) -> Path:
+def _save_final(
+    trainer: GRPOTrainer, tokenizer: PreTrainedTokenizerBase, cfg: RunConfig, out: Path, meta: dict
+) -> Path:
     """``adapter/`` (LoRA) and ``final/`` (merged model, or the adapter) + tune_translator.json."""
     tc = cfg.tune_translator
     model = trainer.model

@@ -95,6 +95,11 @@ def paper_weights(gate_init: float = 1.0, raw_g: bool = False) -> Tensor:
     return w
 
 
+def _gate_feats(e_en: Tensor, feats: Tensor | None) -> Tensor:
+    """``feats``, or zeros [B, 9] where none are given (nothing known about the texts)."""
+    return e_en.new_zeros(e_en.shape[0], GATE_FEATURES) if feats is None else feats
+
+
 class FusionHead(nn.Module):
     """ẑ [B, d_en + d_lr + d_g] from E_en [B, d_en], E_lr [B, d_lr], gate features [B, 9], the
     backbone's view of the untranslated text h(x) [B, d_en] (the raw view) and g's own vector
@@ -232,9 +237,7 @@ class FusionHead(nn.Module):
         g_vec: Tensor | None = None,
     ) -> list[Tensor]:
         """The unit blocks [n(E_en); n(E_lr + Δ); n(ḡ)] of :data:`BLOCKS` (an off stream is 0)."""
-        if feats is None:
-            feats = e_en.new_zeros(e_en.shape[0], GATE_FEATURES)
-        feats = feats.to(e_en.dtype)
+        feats = _gate_feats(e_en, feats).to(e_en.dtype)
         e_raw = e_en if e_raw is None else e_raw.to(e_en.dtype)
         en = self.english(e_en, e_raw, feats) if self.use_en else torch.zeros_like(e_en)
         g = e_en.new_zeros(e_en.shape[0], self.d_g)
@@ -261,8 +264,7 @@ class FusionHead(nn.Module):
         """ẑ [B, dim] (unit norm); ``feats`` [B, 9] default to zeros, ``e_raw`` [B, d_en] (h of
         the untranslated text) to ``e_en`` (nothing was translated), ``g_vec`` [B, d_g] is g's
         own vector (needed with ``raw_g``)."""
-        if feats is None:
-            feats = e_en.new_zeros(e_en.shape[0], GATE_FEATURES)
+        feats = _gate_feats(e_en, feats)
         return self.combine(self.blocks(e_en, e_lr, feats, e_raw, g_vec), feats)
 
 

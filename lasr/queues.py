@@ -14,11 +14,30 @@ and round-trip through ``state_dict`` / ``load_state_dict`` for exact resume.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from typing import TypedDict, TypeVar
 
 import torch
 import torch.distributed as dist
 from torch import Tensor
+
+T = TypeVar("T")
+
+
+class CorrQueueState(TypedDict):
+    """What :meth:`CorrQueue.state_dict` returns."""
+
+    pred: Tensor
+    gold: Tensor
+    max_size: int
+
+
+class DocQueueState(TypedDict):
+    """What :meth:`DocQueue.state_dict` returns."""
+
+    ids: list[str]
+    langs: list[str]
+    emb: Tensor | None
+    feats: Tensor | None
 
 
 def _distributed() -> bool:
@@ -41,11 +60,11 @@ def all_gather_rows(t: Tensor) -> Tensor:
     return torch.cat([p[: int(s)] for p, s in zip(parts, sizes)], dim=0)
 
 
-def all_gather_list(items: list[Any]) -> list[Any]:
+def all_gather_list(items: list[T]) -> list[T]:
     """Concatenate a picklable list from every rank (rank order)."""
     if not _distributed():
         return list(items)
-    out: list[list[Any]] = [[] for _ in range(dist.get_world_size())]
+    out: list[list[T]] = [[] for _ in range(dist.get_world_size())]
     dist.all_gather_object(out, list(items))
     return [x for part in out for x in part]
 
@@ -87,11 +106,11 @@ class CorrQueue:
         if self.max_size == 0:
             self.pred, self.gold = self.pred[:0], self.gold[:0]
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> CorrQueueState:
         """Contents for exact resume."""
         return {"pred": self.pred.cpu(), "gold": self.gold.cpu(), "max_size": self.max_size}
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: CorrQueueState) -> None:
         """Restore what :meth:`state_dict` returned."""
         self.pred, self.gold = state["pred"].clone(), state["gold"].clone()
 
@@ -227,7 +246,7 @@ class DocQueue:
         with torch.no_grad():
             return rescore(self.feats)
 
-    def state_dict(self) -> dict[str, Any]:
+    def state_dict(self) -> DocQueueState:
         """Contents for exact resume."""
         return {
             "ids": list(self.ids),
@@ -236,7 +255,7 @@ class DocQueue:
             "feats": None if self.feats is None else self.feats.cpu(),
         }
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
+    def load_state_dict(self, state: DocQueueState) -> None:
         """Restore what :meth:`state_dict` returned."""
         self.ids, self.langs = list(state["ids"]), list(state["langs"])
         self.emb, self.feats = state["emb"], state["feats"]

@@ -42,7 +42,7 @@ import logging
 from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -91,6 +91,33 @@ def row_config(cfg: RunConfig, row: AblationRow, store: Path) -> RunConfig:
     return from_dict(RunConfig, data)
 
 
+class QueryValues(TypedDict):
+    """Per-query values of one column and language: query ids and their nDCG@10."""
+
+    ids: list[str]
+    values: list[float]
+
+
+Column = dict[str, QueryValues]
+"""{lang: per-query values} of one column."""
+
+
+class TrainedRow(TypedDict):
+    """What :func:`train_rows` gives per row: its config, its Arca folder, its LaSR fingerprint."""
+
+    config: RunConfig
+    arca_dir: Path
+    fingerprint: str
+
+
+class Evaluation(TypedDict):
+    """What :func:`evaluate_lira` returns (``eval.json`` adds its ``fingerprint``)."""
+
+    split: str
+    columns: dict[str, str]
+    values: dict[str, Column]
+
+
 def _read(path: Path) -> dict[str, Any]:
     """A JSON object written by this module; {} when absent or unreadable (then redone)."""
     try:
@@ -105,19 +132,19 @@ def _done(folder: Path, stage: str, fingerprint: str, product: Path) -> bool:
     return marker.get("fingerprint") == fingerprint and product.exists()
 
 
-def _mark(folder: Path, stage: str, fingerprint: str, **extra: Any) -> None:
+def _mark(folder: Path, stage: str, fingerprint: str, **extra: str) -> None:
     (folder / "stages").mkdir(parents=True, exist_ok=True)
     write_json(folder / "stages" / f"{stage}.json",
                {"stage": stage, "fingerprint": fingerprint, **extra})  # fmt: skip
 
 
-def train_rows(cfg: RunConfig, rows: list[AblationRow], store: Path) -> dict[str, dict[str, Any]]:
+def train_rows(cfg: RunConfig, rows: list[AblationRow], store: Path) -> dict[str, TrainedRow]:
     """Train Arca (unless shared) and LaSR for every row; {row: {config, arca_dir}}."""
     run_arca = load_engine("arca.trainer:run_arca")
     run_lasr = load_engine("lasr.trainer:run_lasr")
     args = Namespace(resume=False)
     arcas: dict[str, Path] = {}  # Arca fingerprint -> trained folder
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, TrainedRow] = {}
     for row in rows:
         rc = row_config(cfg, row, store)
         folder = Path(rc.output_dir)
@@ -145,7 +172,7 @@ def train_rows(cfg: RunConfig, rows: list[AblationRow], store: Path) -> dict[str
     return out
 
 
-def evaluate_lira(cfg: RunConfig, model_dir: Path) -> dict[str, Any]:
+def evaluate_lira(cfg: RunConfig, model_dir: Path) -> Evaluation:
     """Per-query nDCG@10 of one LiRA model on the held-out split.
 
     Returns ``{"split": note, "columns": {column: description}, "values": {column: {lang:
@@ -164,7 +191,7 @@ def evaluate_lira(cfg: RunConfig, model_dir: Path) -> dict[str, Any]:
     model.use_run_cache(cfg.output_dir)
     model.cache_streams = True
     cache = EmbeddingCache(model, cfg.eval.batch_size)
-    values: dict[str, dict[str, dict[str, list]]] = {}
+    values: dict[str, Column] = {}
     try:
         if splits.dataset is not None:
             columns = {"En-En": "English queries → English sentences",
@@ -212,7 +239,7 @@ def language_mean_ci(
     return point, float(low), float(high)
 
 
-def _aligned(col: dict[str, Any], ref: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
+def _aligned(col: Column, ref: Column | None = None) -> dict[str, np.ndarray]:
     """{lang: per-query values} of a column, minus ``ref``'s values of the same query ids."""
     out = {}
     for lang, d in col.items():

@@ -27,16 +27,28 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import io
 import json
 import logging
 import os
+import random
 import shutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from lira.data import demo_path
+from lira.data.xquad_r import load_xquad_r
+
+if TYPE_CHECKING:  # torch and transformers load only when a demo model is built
+    from transformers import (
+        MarianMTModel,
+        PreTrainedTokenizerBase,
+        PreTrainedTokenizerFast,
+        Qwen3Config,
+        T5TokenizerFast,
+    )
 
 logger = logging.getLogger(__name__)
 
@@ -109,8 +121,6 @@ def demo_heldout_ids() -> set[str]:
     questions of any such split capped at ``data.max_train_queries`` <= DEMO_RESERVED_TRAIN
     (a capped split keeps its smallest ids). So the demo MT model behaves on the questions that
     Arca and LaSR train on as it does on the held-out ones: it has seen neither."""
-    from lira.data.xquad_r import load_xquad_r
-
     ds = load_xquad_r(demo_path(), list(LANGS))
     rest, held = ds.split(DEMO_HELDOUT_FRACTION, DEMO_SPLIT_SEED)
     return set(held) | set(sorted(rest)[:DEMO_RESERVED_TRAIN])
@@ -133,15 +143,13 @@ def demo_parallel_questions() -> list[tuple[str, str]]:
 # --------------------------------------------------------------------------------------------
 
 
-def _unigram_tokenizer(lines: list[str], vocab_size: int) -> Any:
+def _unigram_tokenizer(lines: list[str], vocab_size: int) -> T5TokenizerFast:
     """A sentencepiece Unigram tokenizer with T5's special tokens, as a ``T5TokenizerFast``.
 
     Trained by the ``sentencepiece`` library on one thread (deterministic); its pieces and
     scores become the Unigram model that ``T5Tokenizer`` rebuilds on load (identity
     normalisation, whitespace + Metaspace pre-tokenisation, ``</s>`` appended).
     """
-    import io
-
     import sentencepiece as spm
     from transformers import T5TokenizerFast
 
@@ -174,7 +182,7 @@ def _bpe_tokenizer(
     specials: list[str],
     append: str | None = None,
     **special_map: str,
-) -> Any:
+) -> PreTrainedTokenizerFast:
     """A byte-level BPE tokenizer (GPT-2/Qwen style); ``append`` is added after every text."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors
     from tokenizers.trainers import BpeTrainer
@@ -207,8 +215,6 @@ def _bpe_tokenizer(
 
 
 def _seed(seed: int = SEED) -> None:
-    import random
-
     import numpy as np
     import torch
 
@@ -244,7 +250,7 @@ def build_mt5(out: Path) -> None:
     tok.save_pretrained(out)
 
 
-def _qwen3_config(vocab_size: int, pad: int, bos: int, eos: int) -> Any:
+def _qwen3_config(vocab_size: int, pad: int, bos: int, eos: int) -> Qwen3Config:
     from transformers import Qwen3Config
 
     return Qwen3Config(
@@ -362,7 +368,9 @@ def build_marian(out: Path, steps: int = MARIAN_STEPS) -> None:
         logger.info("demo marian: %r", _translate(model, tok, [pairs[0][0]])[0])
 
 
-def _train_seq2seq(model: Any, tok: Any, pairs: list[tuple[str, str]], steps: int) -> None:
+def _train_seq2seq(
+    model: MarianMTModel, tok: PreTrainedTokenizerBase, pairs: list[tuple[str, str]], steps: int
+) -> None:
     """Deterministic teacher-forced training (AdamW, seeded batch order) for ``steps`` steps."""
     import torch
 
@@ -400,7 +408,7 @@ def _train_seq2seq(model: Any, tok: Any, pairs: list[tuple[str, str]], steps: in
     model.eval()
 
 
-def _translate(model: Any, tok: Any, texts: list[str]) -> list[str]:
+def _translate(model: MarianMTModel, tok: PreTrainedTokenizerBase, texts: list[str]) -> list[str]:
     enc = tok(texts, return_tensors="pt", padding=True)
     out = model.generate(**enc)
     return tok.batch_decode(out, skip_special_tokens=True)
@@ -511,8 +519,6 @@ def _lock(path: Path) -> Iterator[None]:
 @contextlib.contextmanager
 def _own_rng() -> Iterator[None]:
     """Run a builder (which seeds globally) and restore Python's, NumPy's and torch's RNG state."""
-    import random
-
     import numpy as np
     import torch
 

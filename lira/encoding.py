@@ -14,6 +14,18 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 
+def length_batches(
+    texts: Sequence[str], batch_size: int, longest_first: bool = True
+) -> list[list[int]]:
+    """Indices of ``texts`` in batches of ``batch_size``, sorted by length (longest first, or
+    shortest first) so that each batch pads little; the sort is stable (ties keep input order)."""
+    if longest_first:
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+    else:
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+    return [order[s : s + batch_size] for s in range(0, len(texts), batch_size)]
+
+
 @runtime_checkable
 class Encoder(Protocol):
     """``encode(texts, langs, kind, batch_size)`` -> L2-normalised float32 rows [N, d]."""

@@ -11,10 +11,13 @@ with their losses in :mod:`lasr.losses`.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 import pytrec_eval
+import torch
+from numpy.typing import ArrayLike
+from scipy import stats
+from torch import Tensor
 
 MEASURES = {
     "ndcg@1": ("ndcg_cut.1", "ndcg_cut_1", 1),
@@ -53,7 +56,9 @@ def ndcg_at_k(
     return {q: float(v[f"ndcg_cut_{k}"]) for q, v in res.items()}
 
 
-def ndcg_of_scores(scores: Any, labels: Any, k: int = 10) -> np.ndarray:
+def ndcg_of_scores(
+    scores: ArrayLike | Tensor, labels: ArrayLike | Tensor, k: int = 10
+) -> np.ndarray:
     """nDCG@k per row of a score matrix [Q, C] (array or tensor) against labels [Q, C] (> 0 =
     relevant, binary gain) through :func:`ndcg_at_k`; a row without a relevant candidate is 0."""
     s, y = _matrix(scores), _matrix(labels) > 0
@@ -69,8 +74,6 @@ def sts_correlations(
     pred: Sequence[float], gold: Sequence[float], scale: float = 100.0
 ) -> dict[str, float]:
     """Pearson and Spearman correlation (x ``scale``; mteb's x100) of predictions with gold."""
-    from scipy import stats
-
     p, g = np.asarray(pred, dtype=np.float64), np.asarray(gold, dtype=np.float64)
     if p.shape != g.shape or p.size < 2:
         raise ValueError(
@@ -82,18 +85,16 @@ def sts_correlations(
     }
 
 
-def _matrix(x: Any) -> np.ndarray:
+def _matrix(x: ArrayLike | Tensor) -> np.ndarray:
     if hasattr(x, "detach"):  # a torch tensor (any dtype, any device)
         x = x.detach().cpu().double().numpy()
     return np.asarray(x, dtype=np.float64)
 
 
-def ndcg_dense(scores: Any, labels: Any, k: int = 10) -> Any:
+def ndcg_dense(scores: Tensor, labels: Tensor, k: int = 10) -> Tensor:
     """Binary-gain nDCG@k per row [Q] of a torch score matrix [Q, C] against labels [Q, C]
     (> 0 = relevant; -inf scores mark non-candidates): :func:`ndcg_at_k` vectorised for grid
     searches (equal to it up to ties, pinned by a test); a row without a relevant label is 0."""
-    import torch
-
     if k < 1:
         raise ValueError(f"nDCG@k needs k >= 1, got {k}")
     rel = (labels > 0).to(scores.dtype)

@@ -36,7 +36,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lira.baselines.infonce import info_nce
-from lira.baselines.method import BaselineMethod, batch_examples, passages_with_negatives
+from lira.baselines.method import (
+    BaselineMethod,
+    HookTrainer,
+    batch_examples,
+    passages_with_negatives,
+)
 
 log = logging.getLogger(__name__)
 
@@ -184,11 +189,11 @@ class ClearMethod(BaselineMethod):
     recipe = "clear"
     negatives = ("clear",)
 
-    def setup(self, trainer: Any) -> ClearLoss:
+    def setup(self, trainer: HookTrainer) -> ClearLoss:
         cfg = trainer.cfg
         return ClearLoss(trainer.recipe.tau, tuple(cfg.clear_lambdas), reverse=cfg.clear_reverse)
 
-    def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
+    def loss(self, trainer: HookTrainer, batch: dict[str, Any]) -> Tensor:
         ex, ids = batch_examples(trainer, batch)
         b, dev = len(ex), trainer.accelerator.device
         m = min(len(e.q_hn) for e in ex)

@@ -21,7 +21,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lira.baselines.method import BaselineMethod, batch_examples, passages_with_negatives
+from lira.baselines.method import (
+    BaselineMethod,
+    HookTrainer,
+    batch_examples,
+    passages_with_negatives,
+)
 
 
 def candidate_logits(
@@ -115,7 +120,7 @@ class InfoNCEMethod(BaselineMethod):
     recipe = "clear"
     negatives = ("clear",)
 
-    def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
+    def loss(self, trainer: HookTrainer, batch: dict[str, Any]) -> Tensor:
         ex, ids = batch_examples(trainer, batch)
         p_pos, p_hn, p_hn_ids = passages_with_negatives(trainer, ex)
         q_l = trainer.encode([e.q_tgt for e in ex], "query")

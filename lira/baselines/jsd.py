@@ -30,7 +30,7 @@ import torch
 from torch import Tensor, nn
 
 from lira.baselines.infonce import info_nce
-from lira.baselines.method import BaselineMethod, batch_examples
+from lira.baselines.method import BaselineMethod, HookTrainer, batch_examples
 
 
 def jsd_distance(z_a: Tensor, z_b: Tensor, eps: float = 1e-8) -> Tensor:
@@ -101,14 +101,14 @@ class JSDMethod(BaselineMethod):
     name = "jsd"
     recipe = "jsd"
 
-    def check(self, trainer: Any) -> None:
+    def check(self, trainer: HookTrainer) -> None:
         if not all(e.p_tgt for e in trainer.examples):
             raise ValueError("method 'jsd' needs each example's target-language gold (p_tgt)")
 
-    def setup(self, trainer: Any) -> JSDInfoNCELoss:
+    def setup(self, trainer: HookTrainer) -> JSDInfoNCELoss:
         return JSDInfoNCELoss(trainer.recipe.tau, trainer.cfg.jsd_weight, trainer.cfg.jsd_eps)
 
-    def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
+    def loss(self, trainer: HookTrainer, batch: dict[str, Any]) -> Tensor:
         ex, ids = batch_examples(trainer, batch)
         b = len(ex)
         p = trainer.encode([e.pos_text for e in ex] + [e.p_tgt for e in ex], "document")

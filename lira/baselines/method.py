@@ -16,21 +16,101 @@ This module imports no trainer or config module, so a method file can import it 
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import Tensor
 
-DEFAULT_RECIPE: Mapping[str, Any] = MappingProxyType({
+from lira.data.types import Record
+
+if TYPE_CHECKING:
+    from lira.data.xquad_r import XQuADR
+
+DEFAULT_RECIPE: Mapping[str, float | int | str] = MappingProxyType({
     "lr": 2e-5, "batch_size": 32, "epochs": 1.0, "scheduler": "linear", "warmup": 0.1,
     "weight_decay": 0.01, "beta2": 0.999, "tau": 0.05,
 })  # fmt: skip
 """The recipe of a method without paper hyper-parameters of its own (``recipe = None``); the
 shared budget (``baselines.steps`` / ``batch_size`` / ``lr`` > 0) overrides it as for every
 method."""
+
+
+class Example(Protocol):
+    """What a method reads of one training row (:class:`~lira.baselines.trainer.TrainExample`)."""
+
+    @property
+    def qid(self) -> str: ...
+    @property
+    def lang(self) -> str: ...
+    @property
+    def q_en(self) -> str: ...
+    @property
+    def q_tgt(self) -> str: ...
+    @property
+    def pos_id(self) -> str: ...
+    @property
+    def pos_text(self) -> str: ...
+    @property
+    def p_tgt(self) -> str: ...
+    @property
+    def p_hn(self) -> list[int]: ...
+    @property
+    def q_hn(self) -> list[int]: ...
+    @property
+    def gist_hn(self) -> list[int]: ...
+
+
+class RecipeView(Protocol):
+    """What a method reads of the trainer's :class:`~lira.baselines.trainer.Recipe`."""
+
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def steps(self) -> int: ...
+    @property
+    def tau(self) -> float: ...
+
+
+class DeviceHolder(Protocol):
+    """What a method reads of the trainer's ``accelerate.Accelerator``: where tensors go."""
+
+    @property
+    def device(self) -> torch.device: ...
+
+
+class HookTrainer(Protocol):
+    """What a baseline hook reads of the trainer (the attributes of the module docstring);
+    :class:`~lira.baselines.trainer.ContrastiveTrainer` satisfies it."""
+
+    @property
+    def examples(self) -> Sequence[Example]: ...
+    @property
+    def corpus(self) -> Sequence[Record]: ...
+    @property
+    def doc_index(self) -> Mapping[str, int]: ...
+    @property
+    def corpus_key(self) -> Sequence[int]: ...
+    @property
+    def rows(self) -> Sequence[int] | None: ...
+    @property
+    def cfg(self) -> Any:  # the ``baselines`` config: this module imports no config module
+        ...
+    @property
+    def recipe(self) -> RecipeView: ...
+    @property
+    def objective(self) -> Any:  # whatever the method's setup returned
+        ...
+    @property
+    def data(self) -> Mapping[str, object]: ...
+    @property
+    def accelerator(self) -> DeviceHolder: ...
+
+    def encode(self, texts: list[str], kind: str) -> Tensor:
+        """Embeddings of ``texts`` by the model being trained (with gradient): [N, d]."""
+        ...
 
 
 class BaselineMethod:
@@ -41,7 +121,7 @@ class BaselineMethod:
     """Config prefix of its paper recipe (``baselines.<recipe>_lr``, ``_batch_size``,
     ``_epochs``, ``_scheduler``, ``_warmup``, ``_weight_decay``, ``_beta2``, ``_tau``); None =
     :attr:`defaults`."""
-    defaults: Mapping[str, Any] = DEFAULT_RECIPE
+    defaults: Mapping[str, float | int | str] = DEFAULT_RECIPE
     """The recipe when :attr:`recipe` is None (same keys as :data:`DEFAULT_RECIPE`)."""
     negatives: tuple[str, ...] = ()
     """Hard negatives mined with the initial model before training: ``"clear"`` (fills each
@@ -51,37 +131,48 @@ class BaselineMethod:
     """True: :meth:`train` replaces the shared training loop (it is then not usable as a
     :class:`~lira.baselines.trainer.ContrastiveTrainer` objective)."""
 
-    def prepare(self, cfg: Any, examples: list[Any], corpus: list[Any], dataset: Any) -> dict:
+    def prepare(
+        self,
+        cfg: Any,
+        examples: Sequence[Example],
+        corpus: Sequence[Record],
+        dataset: XQuADR | None,
+    ) -> dict[str, object]:
         """Extra data the trainer gets as keyword arguments (``cfg`` is the whole RunConfig);
         called after the seed is set, before the backbone is loaded."""
         return {}
 
-    def check(self, trainer: Any) -> None:
+    def check(self, trainer: HookTrainer) -> None:
         """Raise ``ValueError`` when the trainer lacks data this method needs."""
 
-    def rows(self, trainer: Any) -> list[int] | None:
+    def rows(self, trainer: HookTrainer) -> list[int] | None:
         """Example indices the batches are drawn from; None = every example."""
         return None
 
-    def n_rows(self, trainer: Any) -> int:
+    def n_rows(self, trainer: HookTrainer) -> int:
         """How many rows batches are drawn from (the recipe's epochs count these)."""
         return len(trainer.rows) if trainer.rows is not None else len(trainer.examples)
 
-    def setup(self, trainer: Any) -> Any:
+    def setup(self, trainer: HookTrainer) -> object:
         """The loss module(s) of one trainer (stored as ``trainer.objective``); called once
         the model is prepared."""
         return None
 
-    def draw(self, trainer: Any, batch: dict[str, Any], rng: random.Random) -> None:
+    def draw(self, trainer: HookTrainer, batch: dict[str, Any], rng: random.Random) -> None:
         """Add what the loss needs beyond ``batch["rows"]`` (drawn from ``rng``)."""
 
-    def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
+    def loss(self, trainer: HookTrainer, batch: dict[str, Any]) -> Tensor:
         """The method's loss on one batch."""
         raise NotImplementedError(f"baseline method {self.name!r} defines no loss")
 
     def train(
-        self, cfg: Any, examples: list[Any], corpus: list[Any], dataset: Any, out: Path
-    ) -> dict[str, Any]:
+        self,
+        cfg: Any,
+        examples: Sequence[Example],
+        corpus: Sequence[Record],
+        dataset: XQuADR | None,
+        out: Path,
+    ) -> dict[str, object]:
         """With :attr:`own_loop`: train, save under ``out`` and return the summary stats."""
         raise NotImplementedError(f"baseline method {self.name!r} has no own training loop")
 
@@ -90,20 +181,22 @@ class BaselineMethod:
 
 
 # ------------------------------------------------------------------------- shared helpers
-def english_rows(examples: list[Any]) -> list[int]:
+def english_rows(examples: Sequence[Example]) -> list[int]:
     """The first example of each question: one row per English (q_en, p_en) pair."""
     first = {e.qid: i for i, e in reversed(list(enumerate(examples)))}
     return sorted(first.values())
 
 
-def batch_examples(trainer: Any, batch: dict[str, Any]) -> tuple[list[Any], Tensor]:
+def batch_examples(trainer: HookTrainer, batch: dict[str, Any]) -> tuple[list[Example], Tensor]:
     """The batch's examples and the document index of each gold passage (on the device)."""
     ex = [trainer.examples[i] for i in batch["rows"]]
     dev = trainer.accelerator.device
     return ex, torch.tensor([trainer.doc_index[e.pos_id] for e in ex], device=dev)
 
 
-def passages_with_negatives(trainer: Any, ex: list[Any]) -> tuple[Tensor, Tensor, Tensor]:
+def passages_with_negatives(
+    trainer: HookTrainer, ex: list[Example]
+) -> tuple[Tensor, Tensor, Tensor]:
     """(p_pos [B, d], p_hn [B, K, d], p_hn_ids [B, K]): the English gold passages and CLEAR's
     mined passage negatives (K = the fewest any example has), encoded in one pass."""
     b, dev = len(ex), trainer.accelerator.device

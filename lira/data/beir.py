@@ -8,12 +8,30 @@ folders), or local JSON / JSON Lines / Parquet files ``corpus.jsonl``, ``queries
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from lira.data.errors import DataError, Dropper, Unique
 from lira.data.io import field_text, read_records, read_table
 from lira.data.types import Record, RetrievalData
 from lira.errors import MissingFileError
+
+
+def _id_text(
+    rows: list[tuple[int | str, dict]], path: Path, drop: Dropper
+) -> Iterator[tuple[dict, str, str]]:
+    """(record, ``_id``, ``text``) of each well-formed record of ``path`` with a new id; the
+    others go to ``drop``."""
+    seen = Unique(path, "_id")
+    for i, rec in rows:
+        try:
+            rid = field_text(rec, "_id", path, i)
+            text = field_text(rec, "text", path, i)
+            seen.check(rid, i)
+        except DataError as e:
+            drop(e)
+            continue
+        yield rec, rid, text
 
 
 def _build(
@@ -24,27 +42,11 @@ def _build(
     lang: str,
     drop: Dropper,
 ) -> RetrievalData:
-    corpus, queries, qrels = [], [], {}
-    doc_seen, query_seen = Unique(files[0], "_id"), Unique(files[1], "_id")
-    for i, rec in corpus_rows:
-        try:
-            doc_id = field_text(rec, "_id", files[0], i)
-            text = field_text(rec, "text", files[0], i)
-            doc_seen.check(doc_id, i)
-        except DataError as e:
-            drop(e)
-            continue
+    corpus, qrels = [], {}
+    for rec, doc_id, text in _id_text(corpus_rows, files[0], drop):
         title = str(rec.get("title") or "").strip()
         corpus.append(Record(doc_id, f"{title}. {text}" if title else text, lang))
-    for i, rec in query_rows:
-        try:
-            qid = field_text(rec, "_id", files[1], i)
-            text = field_text(rec, "text", files[1], i)
-            query_seen.check(qid, i)
-        except DataError as e:
-            drop(e)
-            continue
-        queries.append(Record(qid, text, lang))
+    queries = [Record(qid, text, lang) for _, qid, text in _id_text(query_rows, files[1], drop)]
     doc_ids = {d.id for d in corpus}
     query_ids = {q.id for q in queries}
     seen_pairs: dict[tuple[str, str], tuple[int, int | str]] = {}

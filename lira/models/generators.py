@@ -9,10 +9,9 @@ output) loads as its base model wrapped with the adapter.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
+from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, PreTrainedTokenizerBase
 
 from lira.models.loading import (
     from_pretrained,
@@ -25,7 +24,7 @@ from lira.models.loading import (
 from lira.models.random_weights import build_random, is_random_ref, random_tokenizer
 
 
-def _pad_generation(model: nn.Module, tokenizer: Any) -> None:
+def _pad_generation(model: nn.Module, tokenizer: PreTrainedTokenizerBase) -> None:
     """Give the model's generation config the tokenizer's pad id where it has none."""
     if getattr(model, "generation_config", None) is not None:
         if model.generation_config.pad_token_id is None:
@@ -41,11 +40,9 @@ def is_seq2seq(ref: str, cache_dir: str = "") -> bool:
 
 def load_causal_lm(
     ref: str, cache_dir: str = "", dtype: str | torch.dtype = "float32"
-) -> tuple[nn.Module, Any]:
+) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model, tokenizer) of a causal LM; pad token set and left padding for batched generation
     (``random:<arch>``: random weights, cost-only)."""
-    from transformers import AutoModelForCausalLM
-
     if is_random_ref(ref):
         tokenizer = with_pad_token(random_tokenizer(ref))
         tokenizer.padding_side = "left"
@@ -63,10 +60,8 @@ def load_causal_lm(
 
 def load_seq2seq(
     ref: str, cache_dir: str = "", dtype: str | torch.dtype = "float32"
-) -> tuple[nn.Module, Any]:
+) -> tuple[nn.Module, PreTrainedTokenizerBase]:
     """(model, tokenizer) of a seq2seq MT model (Marian, M2M100, NLLB, mT5) in eval mode."""
-    from transformers import AutoModelForSeq2SeqLM
-
     path = resolve_path(ref, cache_dir, "marian")
     tokenizer = with_pad_token(load_tokenizer(path, ref, "marian", cache_dir=cache_dir))
     model = from_pretrained(AutoModelForSeq2SeqLM, path, ref, "marian", cache_dir=cache_dir,

@@ -14,6 +14,13 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
+from transformers import (
+    AutoConfig,
+    AutoTokenizer,
+    BatchEncoding,
+    PretrainedConfig,
+    PreTrainedTokenizerBase,
+)
 
 from lira.demo import NAMES as DEMO_NAMES
 from lira.demo import resolve_model
@@ -130,35 +137,48 @@ def from_pretrained(
     return PeftModel.from_pretrained(base, path)
 
 
-def load_config(path: str, ref: str, suggest: str, *, cache_dir: str = "") -> Any:
+def load_config(path: str, ref: str, suggest: str, *, cache_dir: str = "") -> PretrainedConfig:
     """``AutoConfig`` of a resolved path (of a peft adapter folder: its base model's)."""
-    from transformers import AutoConfig
-
     base_ref = peft_base(path)
     if base_ref is not None:
         path, ref = resolve_path(base_ref, cache_dir, suggest), base_ref
     return _load(AutoConfig, path, ref, suggest)
 
 
-def load_tokenizer(path: str, ref: str, suggest: str, *, cache_dir: str = "", **kwargs: Any) -> Any:
+def load_tokenizer(
+    path: str, ref: str, suggest: str, *, cache_dir: str = "", **kwargs: Any
+) -> PreTrainedTokenizerBase:
     """``AutoTokenizer`` of a resolved path, with the same clear errors as the model; a peft
     adapter folder without tokenizer files gives its base model's."""
-    from transformers import AutoTokenizer
-
     base_ref = peft_base(path)
     if base_ref is not None and not (Path(path) / "tokenizer_config.json").is_file():
         path, ref = resolve_path(base_ref, cache_dir, suggest), base_ref
     return _load(AutoTokenizer, path, ref, suggest, **kwargs)
 
 
-def with_pad_token(tokenizer: Any) -> Any:
+def with_pad_token(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBase:
     """Batched generation needs a pad token: EOS (else UNK) where the tokenizer has none."""
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
     return tokenizer
 
 
-def hidden_size(config: Any) -> int:
+def tokenize_batch(
+    tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: int, prompt: str = ""
+) -> BatchEncoding:
+    """``prompt + text`` of each text, padded and truncated to ``max_length``, as CPU tensors."""
+    if isinstance(texts, str):
+        raise TypeError("texts must be a list of strings, not a single string")
+    return tokenizer(
+        [prompt + t for t in texts],
+        padding=True,
+        truncation=True,
+        max_length=max_length,
+        return_tensors="pt",
+    )
+
+
+def hidden_size(config: PretrainedConfig) -> int:
     """The hidden width of a transformers config (``hidden_size``, ``d_model`` or ``dim``)."""
     for key in ("hidden_size", "d_model", "dim"):
         value = getattr(config, key, None)

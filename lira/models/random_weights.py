@@ -18,10 +18,19 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Any
 
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers
 from torch import nn
+from transformers import (
+    AutoConfig,
+    AutoTokenizer,
+    PretrainedConfig,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
+
+from lira.demo import minilm_folder
 
 log = logging.getLogger(__name__)
 
@@ -56,18 +65,13 @@ def random_folder(ref: str) -> Path:
     )
 
 
-def random_config(ref: str) -> Any:
+def random_config(ref: str) -> PretrainedConfig:
     """The transformers config of ``random:<...>``."""
-    from transformers import AutoConfig
-
     return AutoConfig.from_pretrained(str(random_folder(ref)))
 
 
-def _byte_tokenizer() -> Any:
+def _byte_tokenizer() -> PreTrainedTokenizerFast:
     """A byte-level tokenizer (256 byte ids + [PAD] [UNK] [CLS] [SEP] [EOS]), built offline."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from transformers import PreTrainedTokenizerFast
-
     specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[EOS]"]
     vocab = {t: i for i, t in enumerate(specials)}
     for b in pre_tokenizers.ByteLevel.alphabet():
@@ -82,27 +86,23 @@ def _byte_tokenizer() -> Any:
                                    cls_token="[CLS]", sep_token="[SEP]", eos_token="[EOS]")  # fmt: skip
 
 
-def random_tokenizer(ref: str) -> Any:
+def random_tokenizer(ref: str) -> PreTrainedTokenizerBase:
     """A tokenizer whose ids the random model covers (see the module docstring)."""
-    from transformers import AutoTokenizer
-
     folder = random_folder(ref)
     if (folder / "tokenizer_config.json").is_file():
         return AutoTokenizer.from_pretrained(str(folder))
     try:
-        from lira.demo import minilm_folder
-
         return AutoTokenizer.from_pretrained(str(minilm_folder()))
     except (FileNotFoundError, OSError):
         return _byte_tokenizer()
 
 
 def build_random(
-    cls: Any,
+    cls: type,
     ref: str,
     dtype: torch.dtype | str = torch.float32,
     device: str | torch.device | None = None,
-    config: Any = None,
+    config: PretrainedConfig | None = None,
 ) -> nn.Module:
     """``cls`` (an Auto* or model class) built from ``random:<...>``'s config with random
     weights on ``device`` (default CPU), in ``dtype``; logs that it is cost-only."""

@@ -23,7 +23,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from arca.model import load_arca
+from arca.model import ArcaModel, load_arca
 from evaluators.bootstrap import bootstrap_ci
 from lira.config import RunConfig
 from lira.models import load_causal_lm
@@ -60,7 +60,7 @@ def question_text(item: MathItem | ChoiceItem) -> str:
     return f"{item.stem} {choices}"
 
 
-def is_correct(item: MathItem | ChoiceItem, generation: str) -> tuple[bool, Any]:
+def is_correct(item: MathItem | ChoiceItem, generation: str) -> tuple[bool, float | str | None]:
     """(correct?, extracted answer) for one generation."""
     if isinstance(item, MathItem):
         pred = extract_number(generation)
@@ -70,7 +70,9 @@ def is_correct(item: MathItem | ChoiceItem, generation: str) -> tuple[bool, Any]
     return pred == item.answer, pred
 
 
-def selected_translations(cfg: RunConfig, texts: list[str], lang: str, arca: Any) -> list[str]:
+def selected_translations(
+    cfg: RunConfig, texts: list[str], lang: str, arca: ArcaModel | None
+) -> list[str]:
     """The Arca-selected English candidate of each text (the pool fills missing ones online)."""
 
     active = [t for t in cfg.translation.active_translators() if not t.train_only]

@@ -19,9 +19,11 @@ the LM's embeddings of the templated text, so the logits equal the plain-text pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import torch
+from torch import nn
+from transformers import PreTrainedTokenizerBase
 
 from lira.translation.translators import vllm_engine
 
@@ -46,7 +48,7 @@ def user_message(mode: Mode, question: str, translation: str, instruction: str) 
     return "\n".join(parts)
 
 
-def _template(tokenizer: Any, message: str) -> str:
+def _template(tokenizer: PreTrainedTokenizerBase, message: str) -> str:
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(
             [{"role": "user", "content": message}], tokenize=False, add_generation_prompt=True
@@ -65,7 +67,7 @@ class PromptBatch:
 class SoftPromptBuilder:
     """Builds ``inputs_embeds`` for a frozen causal LM, splicing soft tokens into the prompt."""
 
-    def __init__(self, model: Any, tokenizer: Any) -> None:
+    def __init__(self, model: nn.Module, tokenizer: PreTrainedTokenizerBase) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.embed = model.get_input_embeddings()

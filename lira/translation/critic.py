@@ -25,7 +25,6 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
 
 from lira.config import CriticConfig
 from lira.prompts import critic_prompt
@@ -39,7 +38,7 @@ from lira.translation.translators import (
 log = logging.getLogger(__name__)
 
 DIMENSIONS = ("semantic", "emotional", "pragmatic")
-SCORE_SCHEMA: dict[str, Any] = {
+SCORE_SCHEMA: dict[str, object] = {
     "type": "object",
     "properties": {k: {"type": "integer", "minimum": 1, "maximum": 10} for k in DIMENSIONS},
     "required": list(DIMENSIONS),
@@ -62,7 +61,7 @@ _short.maxstring = _short.maxother = 60
 _short.maxlevel = 2
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     """A short, never-failing description of a parsed JSON value for error messages."""
     try:
         return _short.repr(value)
@@ -80,7 +79,7 @@ def _constant(name: str) -> float:
     raise CriticParseError(f"{name} is not a valid score")
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def _pairs(pairs: list[tuple[str, object]]) -> dict[str, object]:
     keys = [k for k, _ in pairs]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
@@ -88,7 +87,7 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return dict(pairs)
 
 
-def validate_scores(obj: Any) -> tuple[int, int, int]:
+def validate_scores(obj: object) -> tuple[int, int, int]:
     """(semantic, emotional, pragmatic) from a parsed reply; raises CriticParseError."""
     if not isinstance(obj, dict):
         raise CriticParseError(f"expected a JSON object, got {type(obj).__name__}: {_show(obj)}")
@@ -109,7 +108,7 @@ def validate_scores(obj: Any) -> tuple[int, int, int]:
     return out[0], out[1], out[2]
 
 
-def parse_scores(raw: Any) -> tuple[int, int, int]:
+def parse_scores(raw: object) -> tuple[int, int, int]:
     """(semantic, emotional, pragmatic) from the critic's raw JSON; raises only CriticParseError."""
     if isinstance(raw, (bytes, bytearray)):
         try:
@@ -214,7 +213,7 @@ class Critic:
         enc = tok(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(
             self.device
         )
-        kw: dict[str, Any] = {"max_new_tokens": self.cfg.max_new_tokens, "do_sample": sample}
+        kw: dict[str, object] = {"max_new_tokens": self.cfg.max_new_tokens, "do_sample": sample}
         if sample:
             kw["temperature"] = RETRY_TEMPERATURE
         if self.constrained:
@@ -226,7 +225,7 @@ class Critic:
     def _generate_vllm(self, prompts: list[str], sample: bool) -> list[str]:
         from vllm import SamplingParams
 
-        kw: dict[str, Any] = {}
+        kw: dict[str, object] = {}
         if self.constrained:
             from vllm.sampling_params import StructuredOutputsParams
 
@@ -240,7 +239,7 @@ class Critic:
         return [o.outputs[0].text for o in outs]
 
     def _generate_openai(self, prompts: list[str], sample: bool) -> list[str]:
-        kw: dict[str, Any] = {
+        kw: dict[str, object] = {
             "temperature": RETRY_TEMPERATURE if sample else 0.0,
             "max_tokens": self.cfg.max_new_tokens,
         }

@@ -42,7 +42,7 @@ import dataclasses
 import logging
 import time
 from argparse import Namespace
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,8 @@ from tqdm.auto import tqdm
 
 from lira.checkpoint import write_json
 from lira.config import RunConfig, TranslationConfig, TranslatorConfig
-from lira.data.splits import load_splits
+from lira.data.splits import Splits, load_splits
+from lira.data.types import Record
 from lira.data.xquad_r import plain_qid
 from lira.errors import LiRAError, MissingFileError, UserInputError
 from lira.prompts import language_name
@@ -65,7 +66,7 @@ from lira.translation.shards import (
     shard_store_path,
 )
 from lira.translation.store import Row, TranslationStore, key_for
-from lira.translation.translators import Translation, build_translator
+from lira.translation.translators import Translation, TranslatorBackend, build_translator
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,11 @@ def store_path(cfg: RunConfig) -> Path:
     return p
 
 
-def group_sources(sources: Any) -> dict[str, list[str]]:
+Sources = Mapping[str, Sequence[str]] | Iterable[Record] | Iterable[tuple[str, str]]
+"""Texts to translate: Records (``.text``/``.lang``), (text, lang) pairs or {lang: [texts]}."""
+
+
+def group_sources(sources: Sources) -> dict[str, list[str]]:
     """{lang: [texts]} from Records (``.text``/``.lang``), (text, lang) pairs or a dict."""
     if isinstance(sources, dict):
         return {lang: list(texts) for lang, texts in sources.items()}
@@ -226,7 +231,7 @@ def _translate_one(
     if n_todo == 0:
         return
     t0 = time.perf_counter()
-    backend: Any = None
+    backend: TranslatorBackend | None = None
     load_error: str | None = None
     loaded = False
 
@@ -369,7 +374,7 @@ def _score(
 
 
 def fill_store(
-    cfg: RunConfig, sources: Any, store: TranslationStore | None = None
+    cfg: RunConfig, sources: Sources, store: TranslationStore | None = None
 ) -> dict[str, Any]:
     """Make sure every source has its pass@k candidates and critic scores; returns a summary.
 
@@ -451,7 +456,7 @@ def check_translated(summary: dict[str, Any], cfg: RunConfig, where: str | Path)
         )
 
 
-def xquad_references(splits: Any) -> list[tuple[str, str, str, str]]:
+def xquad_references(splits: Splits) -> list[tuple[str, str, str, str]]:
     """(source, lang, English original, id) of XQuAD-R *training* questions.
 
     XQuAD-R questions are human translations of the same English questions, so the English
@@ -472,7 +477,7 @@ def xquad_references(splits: Any) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def _fill_references(cfg: RunConfig, splits: Any, shard: Shard | None = None) -> int:
+def _fill_references(cfg: RunConfig, splits: Splits, shard: Shard | None = None) -> int:
     """Give every active ``reference`` translator XQuAD-R's English originals where missing
     (those of ``shard``'s sources only, when given)."""
     refs = [t for t in cfg.translation.active_translators() if t.kind == "reference"]

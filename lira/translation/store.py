@@ -99,6 +99,8 @@ only a dead (or another host's killed) process's leases expire."""
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 F = TypeVar("F", bound=Callable[..., Any])
+SQLValue = str | int | float | bytes | None
+"""A value SQLite stores in a column."""
 
 
 def _proc_start(pid: int) -> str:
@@ -157,7 +159,7 @@ def store_key(text: str, lang: str, translator: str, prompt_version: str, params
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
-def valid_scores(scores: Sequence[Any]) -> bool:
+def valid_scores(scores: Sequence[object]) -> bool:
     """True when critic scores (semantic, emotional, pragmatic) are integers in 1-10."""
     return len(scores) == 3 and all(
         isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= 10 for v in scores
@@ -185,7 +187,7 @@ class Row:
     truncated: bool = False
     gen_seconds: float = 0.0
     source_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, SQLValue] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
@@ -360,7 +362,7 @@ class TranslationStore:
         return len(rows)
 
     @_guard
-    def write_scores(self, updates: Sequence[tuple[str, dict[str, Any]]]) -> int:
+    def write_scores(self, updates: Sequence[tuple[str, dict[str, SQLValue]]]) -> int:
         """Set critic columns: ``updates`` = [(key, {semantic, emotional, pragmatic,
         critic_id, critic_status, critic_raw, critic_error, critic_seconds})]."""
         cols = (
@@ -568,7 +570,7 @@ class TranslationStore:
         return out
 
     @_guard
-    def row(self, text: str, lang: str, translator: TranslatorConfig) -> dict[str, Any] | None:
+    def row(self, text: str, lang: str, translator: TranslatorConfig) -> dict[str, SQLValue] | None:
         """The full row of one (text, lang, translator) as a dict, or None."""
         cur = self.conn.execute(
             "SELECT * FROM translations WHERE key = ?", (key_for(text, lang, translator),)
@@ -686,7 +688,7 @@ class TranslationStore:
                         f"character {bad[1]} (a \\ud800-\\udfff escape, not valid Unicode); {fix}"
                     )
 
-                def get(*names: str, d: dict = d, n: int = n) -> Any:
+                def get(*names: str, d: dict = d, n: int = n) -> object:
                     for name in names:
                         if d.get(name) not in (None, ""):
                             return d[name]
@@ -719,7 +721,7 @@ _VOLATILE = {"created", "gen_seconds", "critic_seconds"}
 _CONTENT_IDX = [i for i, c in enumerate(_COLUMNS) if c not in _VOLATILE]
 
 
-def _content(row: Sequence[Any]) -> tuple:
+def _content(row: Sequence[SQLValue]) -> tuple[SQLValue, ...]:
     """A full row (``_COLUMNS`` order) without its timings: what a merge compares."""
     return tuple(row[i] for i in _CONTENT_IDX)
 

@@ -27,10 +27,14 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lira.config import TranslatorConfig
+from lira.encoding import length_batches
 from lira.prompts import translation_prompt
+
+if TYPE_CHECKING:
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +53,15 @@ class Translation:
         return self.error is None and self.raw is not None
 
 
-def _default_dtype_for(device: str) -> Any:
+class TranslatorBackend(Protocol):
+    """What every backend does: texts of one language -> one :class:`Translation` each."""
+
+    def translate(self, texts: Sequence[str], lang: str) -> list[Translation]:
+        """Translate ``texts`` (language ``lang``) to English; failures are recorded, not raised."""
+        ...
+
+
+def _default_dtype_for(device: str) -> torch.dtype | str:
     """The ``dtype`` to load a translator/critic with on ``device``: float32 on CPU (bf16 matmuls
     are slow there), the checkpoint's own dtype (``"auto"``) on GPU. Not
     ``lira.models.torch_dtype``, which maps a configured dtype name to a torch dtype."""
@@ -134,8 +146,8 @@ class TransformersTranslator:
             )
         return src, bos
 
-    def _gen_kwargs(self) -> dict[str, Any]:
-        kw: dict[str, Any] = {"max_new_tokens": self.cfg.max_new_tokens}
+    def _gen_kwargs(self) -> dict[str, int | float | bool]:
+        kw: dict[str, int | float | bool] = {"max_new_tokens": self.cfg.max_new_tokens}
         if self.cfg.temperature > 0:
             kw.update(do_sample=True, temperature=self.cfg.temperature, top_p=self.cfg.top_p)
         else:
@@ -180,11 +192,8 @@ class TransformersTranslator:
         """Translate ``texts`` (language ``lang``) to English in batches of ``batch_size``."""
         if self.seq2seq:
             self._code(lang)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # less padding per batch
         out: list[Translation | None] = [None] * len(texts)
-        bs = self.cfg.batch_size
-        for i in range(0, len(order), bs):
-            idx = order[i : i + bs]
+        for idx in length_batches(texts, self.cfg.batch_size, longest_first=False):
             for j, r in zip(
                 idx, _per_item(lambda b: self._generate(b, lang), [texts[j] for j in idx])
             ):
@@ -197,8 +206,8 @@ _ENGINES: dict[tuple, Any] = {}
 
 
 def vllm_engine(
-    model: str, tensor_parallel_size: int = 1, *, cache_dir: str = "", **options: Any
-) -> Any:
+    model: str, tensor_parallel_size: int = 1, *, cache_dir: str = "", **options: object
+) -> Any:  # a vllm.LLM (vllm is optional)
     """A cached ``vllm.LLM`` for ``model`` (sizing from ``LIRA_VLLM_*`` environment variables).
 
     ``model`` resolves as :func:`lira.models.resolve_path` does (``cache_dir``: where demo
@@ -218,7 +227,7 @@ def vllm_engine(
         from vllm import LLM
 
         env = os.environ.get
-        kwargs: dict[str, Any] = {
+        kwargs: dict[str, object] = {
             "dtype": env("LIRA_VLLM_DTYPE", "auto"),
             "max_model_len": int(env("LIRA_VLLM_MAX_MODEL_LEN", "2048")),
             "max_num_seqs": int(env("LIRA_VLLM_MAX_NUM_SEQS", "64")),
@@ -330,7 +339,7 @@ class ChatClient:
         except ImportError:
             self._client = None
 
-    def _once(self, messages: list[dict[str, str]], **kw: Any) -> str:
+    def _once(self, messages: list[dict[str, str]], **kw: object) -> str:
         if self._client is not None:
             r = self._client.chat.completions.create(model=self.model, messages=messages, **kw)
             return r.choices[0].message.content or ""
@@ -345,7 +354,7 @@ class ChatClient:
             data = json.loads(resp.read())
         return data["choices"][0]["message"]["content"] or ""
 
-    def complete(self, messages: list[dict[str, str]], **kw: Any) -> str:
+    def complete(self, messages: list[dict[str, str]], **kw: object) -> str:
         """The assistant's reply; retried ``max_retries`` times with exponential backoff."""
         for attempt in range(self.max_retries + 1):
             try:
@@ -360,7 +369,7 @@ class ChatClient:
 
 
 class OpenAITranslator:
-    """Any OpenAI-compatible server (vLLM, SGLang, TGI…) with bounded concurrency."""
+    """An OpenAI-compatible server (vLLM, SGLang, TGI…) with bounded concurrency."""
 
     def __init__(self, cfg: TranslatorConfig) -> None:
         self.cfg = cfg
@@ -370,7 +379,7 @@ class OpenAITranslator:
 
     def _one(self, text: str, lang: str) -> Translation:
         t0 = time.perf_counter()
-        kw: dict[str, Any] = {
+        kw: dict[str, float | int] = {
             "temperature": self.cfg.temperature,
             "max_tokens": self.cfg.max_new_tokens,
         }
@@ -388,7 +397,7 @@ class OpenAITranslator:
             return list(pool.map(lambda t: self._one(t, lang), texts))
 
 
-def build_translator(cfg: TranslatorConfig, cache_dir: str = "") -> Any:
+def build_translator(cfg: TranslatorConfig, cache_dir: str = "") -> TranslatorBackend:
     """The backend object for ``cfg.kind`` (``reference`` translators are never built);
     ``cache_dir`` (``models.cache_dir``) is where local backends find demo models."""
     if cfg.kind == "transformers":
