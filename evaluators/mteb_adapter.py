@@ -68,18 +68,30 @@ import hashlib
 import json
 import logging
 import re
+from argparse import Namespace
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
 
 import numpy as np
 
 from evaluators.leaderboard import Row, write_leaderboard
 from lira.checkpoint import write_json
+from lira.config import RunConfig
 from lira.encoding import Encoder
 from lira.errors import MissingFileError, UserInputError
 from lira.translation.runner import check_translated, fill_store
+
+if TYPE_CHECKING:  # mteb is optional (the ``mteb`` extra): its types for annotations only
+    from mteb.abstasks import AbsTask
+    from mteb.abstasks.task_metadata import TaskMetadata
+    from mteb.models.model_meta import ModelMeta
+    from mteb.results import TaskResult
+    from mteb.types import Array, BatchedInput, EncodeKwargs, PromptType
+    from torch import Tensor
+    from torch.utils.data import DataLoader
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +116,7 @@ MACRO_LANGUAGES = {
 """ISO 639-3 individual languages -> ISO 639-1 of their macrolanguage."""
 
 
-def _require_mteb() -> Any:
+def _require_mteb() -> ModuleType:
     try:
         import mteb
     except ImportError:
@@ -132,11 +144,21 @@ def _iso3_to_1() -> dict[str, str]:
     return {v: k for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
 
 
-def subset_languages(task_metadata: Any, hf_subset: str) -> list[str]:
+def subset_languages(task_metadata: TaskMetadata, hf_subset: str) -> list[str]:
     """ISO 639-1 codes of the languages of ``hf_subset``, in the task's order."""
     langs = task_metadata.eval_langs
     langs = langs.get(hf_subset, []) if isinstance(langs, dict) else langs
     return [iso1(x) for x in langs]
+
+
+@runtime_checkable
+class CountsMissing(Protocol):
+    """An encoder that counts the non-English texts it embedded untranslated (LiRA's)."""
+
+    @property
+    def missing_translations(self) -> int:
+        """Non-English texts without a usable stored translation, so far."""
+        ...
 
 
 def _slug(name: str) -> str:
@@ -164,12 +186,17 @@ class MTEBEncoder:
         self._warned: set[tuple[str, str]] = set()
 
     @property
-    def mteb_model_meta(self) -> Any:
+    def mteb_model_meta(self) -> ModelMeta:
         """mteb's ModelMeta of this method (name and revision only)."""
         return self.meta
 
     def text_languages(
-        self, task_metadata: Any, hf_split: str, hf_subset: str, prompt_type: Any, n: int
+        self,
+        task_metadata: TaskMetadata,
+        hf_split: str,
+        hf_subset: str,
+        prompt_type: PromptType | str | None,
+        n: int,
     ) -> list[str] | None:
         """The language of each of the ``n`` texts of one ``encode`` call (None = unknown)."""
         langs = subset_languages(task_metadata, hf_subset)
@@ -195,13 +222,13 @@ class MTEBEncoder:
 
     def encode(
         self,
-        inputs: Any,
+        inputs: DataLoader[BatchedInput],
         *,
-        task_metadata: Any,
+        task_metadata: TaskMetadata,
         hf_split: str,
         hf_subset: str,
-        prompt_type: Any = None,
-        **kwargs: Any,
+        prompt_type: PromptType | None = None,
+        **kwargs: Unpack[EncodeKwargs],
     ) -> np.ndarray:
         """Embeddings [N, d] of every text of ``inputs`` (mteb's DataLoader of ``{"text": [...]}``)."""
         texts = [t for batch in inputs for t in batch["text"]]
@@ -215,14 +242,14 @@ class MTEBEncoder:
         return np.asarray(out, dtype=np.float32)
 
     @staticmethod
-    def similarity(a: Any, b: Any) -> Any:
+    def similarity(a: Array, b: Array) -> Tensor:
         """Cosine similarity [N, M] (torch, as mteb expects)."""
         from mteb.similarity_functions import cos_sim
 
         return cos_sim(a, b)
 
     @staticmethod
-    def similarity_pairwise(a: Any, b: Any) -> Any:
+    def similarity_pairwise(a: Array, b: Array) -> Array:
         """Row-wise cosine similarity [N]."""
         from mteb.similarity_functions import pairwise_cos_sim
 
@@ -246,7 +273,7 @@ def parse_tasks(spec: str | Sequence[str]) -> list[tuple[str, list[str] | None]]
     return out
 
 
-def eval_split(task: Any) -> str:
+def eval_split(task: AbsTask) -> str:
     """The one split evaluated: ``test`` when the task has it, else its first eval split."""
     splits = list(task.metadata.eval_splits)
     return "test" if "test" in splits else splits[0]
@@ -254,7 +281,7 @@ def eval_split(task: Any) -> str:
 
 def load_tasks(
     spec: str | Sequence[str], data_dir: str | Path | None = None, work_dir: str | Path = "."
-) -> list[Any]:
+) -> list[AbsTask]:
     """mteb task objects with their data loaded (see the module docstring for ``data_dir``)."""
     mteb = _require_mteb()
     tasks = []
@@ -311,7 +338,7 @@ def _datasets_cache(folder: Path | None) -> Iterator[None]:
         datasets.config.HF_DATASETS_CACHE = old
 
 
-def _load(task: Any, where: Path | None, work_dir: Path) -> None:
+def _load(task: AbsTask, where: Path | None, work_dir: Path) -> None:
     name = task.metadata.name
     repo = task.metadata.dataset["path"]
     cache = None if where is None else work_dir / "datasets_cache" / _fingerprint(where)
@@ -332,7 +359,7 @@ def _load(task: Any, where: Path | None, work_dir: Path) -> None:
         ) from e
 
 
-def local_copy(task: Any, data_dir: Path, work_dir: Path) -> Path:
+def local_copy(task: AbsTask, data_dir: Path, work_dir: Path) -> Path:
     """The local folder mteb reads ``task`` from (layouts 1-3 of the module docstring)."""
     name = task.metadata.name
     repo = str(task.metadata.dataset["path"])
@@ -383,7 +410,7 @@ def _hub_layout_from_saves(configs: list[Path], out: Path) -> Path:
 
 def run_mteb(
     encoders: dict[str, Encoder],
-    tasks: list[Any],
+    tasks: list[AbsTask],
     out_dir: str | Path,
     batch_size: int = 32,
 ) -> list[Row]:
@@ -406,9 +433,7 @@ def run_mteb(
         )
         for tr in result.task_results:
             rows += result_rows(method, tr)
-        missing = getattr(encoder, "missing_translations", 0) or getattr(
-            getattr(encoder, "model", None), "missing_translations", 0
-        )
+        missing = encoder.missing_translations if isinstance(encoder, CountsMissing) else 0
         if missing:
             log.warning(
                 "%s: %d non-English text(s) had no stored translation and were embedded "
@@ -456,7 +481,7 @@ def write_mteb_leaderboard(rows: list[Row], out_dir: str | Path, title: str) -> 
     return files
 
 
-def result_rows(method: str, task_result: Any) -> list[Row]:
+def result_rows(method: str, task_result: TaskResult) -> list[Row]:
     """Leaderboard rows of one mteb ``TaskResult`` (per subset, and ``all`` = their mean)."""
     rows: list[Row] = []
     for scores in task_result.scores.values():
@@ -498,7 +523,7 @@ class _Recorder:
         return z / np.linalg.norm(z, axis=1, keepdims=True)
 
 
-def task_sources(tasks: list[Any], work_dir: str | Path) -> dict[str, list[str]]:
+def task_sources(tasks: list[AbsTask], work_dir: str | Path) -> dict[str, list[str]]:
     """{lang: texts} exactly as the adapter gives them to a model on ``tasks`` (mteb runs once
     with random vectors), without English and unknown-language texts (never translated)."""
     rec = _Recorder()
@@ -507,7 +532,7 @@ def task_sources(tasks: list[Any], work_dir: str | Path) -> dict[str, list[str]]
             if lang not in ("en", "xx")}  # fmt: skip
 
 
-def translate_tasks(cfg: Any, args: Any) -> dict[str, Any]:
+def translate_tasks(cfg: RunConfig, args: Namespace) -> dict[str, Any]:
     """``lira translate CONFIG --mteb TASK[,TASK…]``: fill the run's translation store with the
     pass@k candidates and critic scores of every non-English text of the tasks, so a LiRA model
     evaluated on them later (``lira eval|compare --mteb``) finds them offline."""

@@ -27,10 +27,11 @@ nothing was run; AVG only when every column of the row is filled. Values are per
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from evaluators.leaderboard import Row
+from lira.config import RunConfig
 
 DASH = "—"
 COUNTRIES = {"BD": "bn", "ID": "id", "MY": "ms", "PK": "ur", "TH": "th", "PH": "tl", "VN": "vi"}
@@ -44,7 +45,7 @@ PUBLIC = {
 BACKBONE = "backbone"
 LIRA = "lira"
 TRANSLATION = "lira: h(translation)"
-"""Method names of ``lira compare`` (evaluators.compare.collect_models)."""
+"""Method names of ``lira compare`` (lasr.encoders.run_encoders)."""
 
 # (label, hub id of the model the row reports, or None for a LiRA row of the paper)
 TABLE1_ROWS: list[tuple[str, str | None]] = [
@@ -140,7 +141,7 @@ def _cells(values: list[float | None]) -> list[str]:
 
 def _paper_block(
     paper_rows: list[tuple[str, str | None]],
-    get: Any,
+    get: Callable[[str | None], list[float | None]],
     backbone_ref: str,
     lira_label: str,
     used: set[str],
@@ -227,7 +228,7 @@ def render(
     return "\n".join(parts)
 
 
-def write_paper_tables(compare_dir: str | Path, cfg: Any, note: str = "") -> str:
+def write_paper_tables(compare_dir: str | Path, cfg: RunConfig, note: str = "") -> str:
     """Render the tables from the rows under ``compare_dir`` and write ``paper_tables.md``."""
     md = render(
         load_rows(compare_dir),

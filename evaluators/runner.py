@@ -1,8 +1,9 @@
 """Evaluate encoders on the scenarios of a parallel retrieval set (``lira eval``).
 
 An encoder is a :class:`lira.encoding.Encoder`: ``encode(texts, langs=None,
-kind="query"|"document", batch_size=32) -> np.ndarray`` (rows L2-normalised): a Backbone, a
-baseline checkpoint, a LiRAModel or one of its components. Every text is encoded once per method (embeddings cached by (kind, id)).
+kind="query"|"document", batch_size=32) -> np.ndarray`` (rows L2-normalised): the backbone, a
+baseline checkpoint, the LiRA model or one of its components, each built and configured by
+:mod:`lasr.encoders`. Every text is encoded once per method (embeddings cached by (kind, id)).
 Single-reference scenarios report cfg.metrics (+ nDCG@1 for the paper-003 ones); Multi reports
 Complete@10, Max@R and Max@R_norm (per-query form; the from-mean form is added as
 ``max@r_norm(mean)``). Every value comes with a bootstrap 95% interval over queries, per
@@ -28,27 +29,23 @@ from argparse import Namespace
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from evaluators.bootstrap import bootstrap_ci
 from evaluators.inclination import max_at_r_norm, max_at_r_norm_from_mean
 from evaluators.leaderboard import Row, write_leaderboard
+from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
 from evaluators.retrieval import ranks_of, run_from_search, search
 from evaluators.scenarios import Scenario, build_scenarios
-from lasr.model import CONFIG_NAME, LiRAModel
-from lira.baselines.trainer import load_baseline
+from lasr.encoders import encoder_for_eval
 from lira.checkpoint import dumps_json
 from lira.config import ConfigError, EvalConfig, RunConfig
 from lira.data.splits import load_splits
 from lira.data.types import Record, RetrievalData
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
-from lira.errors import MissingFileError
 from lira.metrics import ir_metrics
-from lira.models import load_backbone
-from lira.models.devices import place, resolve_device
 
 log = logging.getLogger(__name__)
 PAPER_003 = ("multi-1", "mono-same", "mono-cross")
@@ -248,42 +245,6 @@ def retrieval_values(
     return out
 
 
-def load_encoder_for_eval(cfg: RunConfig, path: str, online: bool = False) -> tuple[str, Any]:
-    """(name, encoder) for a folder: a LiRA model, a baseline checkpoint, or the backbone, on
-    :func:`~lira.models.devices.default_device` (CUDA when available).
-
-    ``online``: a LiRA model translates texts missing from its store with its pass@k pool (when
-    it has a store), reaching the translators through ``cfg.translation``'s endpoints and API-key
-    variables (a model folder holds none)."""
-
-    device = resolve_device()  # CUDA when available
-    if not path:
-        return "backbone", load_backbone(cfg.models, device=device)
-    p = Path(path)
-    if not p.is_dir():
-        raise MissingFileError(
-            f"eval.model {path!r} is not a folder; name a LiRA model or baseline folder "
-            "(e.g. <output_dir>/lira-model) or leave it empty for the bare backbone"
-        )
-
-    if (p / CONFIG_NAME).is_file():
-        model = LiRAModel.from_pretrained(p, translation=cfg.translation, device=device)
-        if online:
-            go_online(model)
-        return "lira", model
-
-    return p.name, place(load_baseline(p), device)
-
-
-def go_online(model: Any) -> None:
-    """Let a LiRA model translate texts its store lacks (pass@k pool + critic), as at inference."""
-    if getattr(model, "store", None) is None:
-        log.warning("the LiRA model has no translation store: non-English texts are embedded "
-                    "untranslated")  # fmt: skip
-        return
-    model.online = True
-
-
 def run_eval(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
     """Engine of ``lira eval``: one model on the configured data, or on MTEB tasks (``--mteb``),
     -> <output_dir>/eval/ (MTEB: <output_dir>/eval/mteb/)."""
@@ -297,7 +258,7 @@ def run_eval(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
             "lira eval needs retrieval data (xquad_r, lazretrieval, beir or hf), or MTEB tasks "
             "with --mteb TASK[,TASK…]",
         )
-    name, encoder = load_encoder_for_eval(cfg, cfg.eval.model)
+    name, encoder = encoder_for_eval(cfg, cfg.eval.model)
     if splits.dataset is not None:
         rows = evaluate_encoders({name: encoder}, splits.dataset, splits.eval_ids,
                                  list(cfg.data.eval_languages), cfg.eval)  # fmt: skip
@@ -315,11 +276,9 @@ def run_eval(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
 
 def run_eval_mteb(cfg: RunConfig, spec: str, data_dir: str | None) -> list[Row]:
     """``lira eval --mteb``: one model on MTEB tasks -> <output_dir>/eval/mteb/."""
-    from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
-
     out = Path(cfg.output_dir) / "eval" / "mteb"
     tasks = load_tasks(spec, data_dir, work_dir=out)  # data first: fail before loading models
-    name, encoder = load_encoder_for_eval(cfg, cfg.eval.model, online=True)
+    name, encoder = encoder_for_eval(cfg, cfg.eval.model, online=True)
     rows = run_mteb({name: encoder}, tasks, out, batch_size=cfg.eval.batch_size)
     names = ", ".join(t.metadata.name for t in tasks)
     write_mteb_leaderboard(rows, out, title=f"lira eval: {name} on MTEB ({names})")

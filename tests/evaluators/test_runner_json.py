@@ -26,7 +26,7 @@ def test_results_json_has_null_not_nan(tmp_path, tfidf, monkeypatch):
         return float("nan"), lo, float("inf")  # what a metric over zero queries gives
 
     monkeypatch.setattr(runner, "bootstrap_ci", ci_with_nan)
-    monkeypatch.setattr(runner, "load_encoder_for_eval", lambda cfg, path: ("tfidf", tfidf))
+    monkeypatch.setattr(runner, "encoder_for_eval", lambda cfg, path: ("tfidf", tfidf))
     cfg = RunConfig(
         output_dir=str(tmp_path),
         data=DataConfig(train_languages=["de"], eval_languages=["de"], max_eval_queries=5),
@@ -41,7 +41,8 @@ def test_results_json_has_null_not_nan(tmp_path, tfidf, monkeypatch):
 
 
 def test_missing_eval_model_folder_is_a_clear_error(tmp_path):
+    from lasr.encoders import encoder_for_eval
     from lira.errors import MissingFileError
 
     with pytest.raises(MissingFileError, match=r"eval.model '.*nope' is not a folder"):
-        runner.load_encoder_for_eval(RunConfig(output_dir=str(tmp_path)), str(tmp_path / "nope"))
+        encoder_for_eval(RunConfig(output_dir=str(tmp_path)), str(tmp_path / "nope"))

