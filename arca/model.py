@@ -43,10 +43,11 @@ from torch import Tensor, nn
 
 from arca.actor import Actor
 from arca.adaptor import Adaptor
+from arca.config import ArcaConfig
 from arca.g_cache import GEmbeddingCache, cache_path, encoder_id
 from arca.pooling import temporal_pool
 from lira.checkpoint import CheckpointError, checkpoint_problem, load_safetensors, read_meta
-from lira.config import ArcaConfig, ModelsConfig, from_dict, to_dict
+from lira.config import ModelsConfig, from_dict, to_dict
 from lira.models import Backbone, load_backbone, load_encoder, saved_encoder_config
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 

@@ -64,6 +64,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from arca.config import ArcaConfig, ArcaRun
 from arca.losses import (
     anchor_contrast_loss,
     anchor_loss,
@@ -97,7 +98,7 @@ from lira.checkpoint import (
     write_fingerprint,
     write_json,
 )
-from lira.config import ArcaConfig, ConfigError, RunConfig
+from lira.config import ConfigError
 from lira.data.splits import load_splits
 from lira.data.xquad_r import plain_qid
 from lira.models import is_trainable, load_backbone, load_encoder
@@ -709,7 +710,7 @@ RNG, so a run resumed with more steps continues exactly (a checkpoint past ``arc
 refused on resume)."""
 
 
-def arca_fingerprint(cfg: RunConfig) -> dict[str, Any]:
+def arca_fingerprint(cfg: ArcaRun) -> dict[str, Any]:
     """The config values that shape Arca's training: ``models.*`` (less cache settings),
     ``data.*``, the candidate-deciding ``translation.*`` fields and ``arca.*`` (less
     :data:`ARCA_UNSHAPING`)."""
@@ -736,9 +737,7 @@ def _rounded(obj: Any) -> Any:
 class StoreCandidates:
     """Candidates read from the translation store; with ``online`` the pool fills gaps first."""
 
-    def __init__(
-        self, cfg: RunConfig, store: Any, translators: Sequence[Any], online: bool
-    ) -> None:
+    def __init__(self, cfg: ArcaRun, store: Any, translators: Sequence[Any], online: bool) -> None:
         self.cfg, self.store, self.translators, self.online = cfg, store, list(translators), online
 
     def __call__(self, texts: list[str], lang: str) -> list[list[Candidate]]:
@@ -789,7 +788,7 @@ def gold_eval_items(splits: Any) -> list[ArcaItem]:
     return items
 
 
-def run_arca(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
+def run_arca(cfg: ArcaRun, args: Any = None) -> dict[str, Any]:
     """Engine of ``lira arca``: train on the configured data, write ``<output_dir>/arca/``."""
     from accelerate.utils import set_seed
 

@@ -67,15 +67,16 @@ from datasets import Dataset
 from torch import Tensor, nn
 from transformers import PreTrainedTokenizerBase
 
+from arca.config import TuneTranslatorConfig, TuneTranslatorRun
 from arca.losses import composite_reward
 from arca.model import ArcaModel, load_arca
 from lira.checkpoint import atomic_dir, write_json
-from lira.config import RunConfig, TranslatorConfig, TuneTranslatorConfig
 from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
 from lira.models.generators import load_causal_lm
 from lira.prompts import translation_prompt
 from lira.translation.cleanup import clean_translation
+from lira.translation.config import TranslatorConfig
 from lira.translation.critic import Critic, build_critic
 from lira.translation.runner import check_source
 from lira.translation.translators import chat_messages
@@ -323,7 +324,7 @@ class AnchorReward:
 
 
 # ------------------------------------------------------------------------------ the run
-def training_sources(cfg: RunConfig) -> list[tuple[str, str]]:
+def training_sources(cfg: TuneTranslatorRun) -> list[tuple[str, str]]:
     """(text, lang) of the non-English training sources, deduplicated, truncated like the pool."""
 
     seen: dict[tuple[str, str], None] = {}
@@ -349,7 +350,7 @@ def build_dataset(sources: Sequence[tuple[str, str]], translator: TranslatorConf
     ])  # fmt: skip
 
 
-def arca_path(cfg: RunConfig) -> Path:
+def arca_path(cfg: TuneTranslatorRun) -> Path:
     """``tune_translator.arca_checkpoint`` or ``<output_dir>/arca/final``; must exist."""
     ref = cfg.tune_translator.arca_checkpoint
     path = Path(ref) if ref else Path(cfg.output_dir) / "arca" / "final"
@@ -369,7 +370,7 @@ def _load_policy(
     return load_causal_lm(translator.model, cache_dir, dtype=dtype)
 
 
-def grpo_config(cfg: RunConfig, out: Path, batch_size: int) -> GRPOConfig:
+def grpo_config(cfg: TuneTranslatorRun, out: Path, batch_size: int) -> GRPOConfig:
     """TRL's ``GRPOConfig`` for ``tune_translator`` (one generation batch per step)."""
     from trl import GRPOConfig
 
@@ -410,7 +411,11 @@ def _checkpoints(out: Path) -> list[Path]:
 
 
 def _save_final(
-    trainer: GRPOTrainer, tokenizer: PreTrainedTokenizerBase, cfg: RunConfig, out: Path, meta: dict
+    trainer: GRPOTrainer,
+    tokenizer: PreTrainedTokenizerBase,
+    cfg: TuneTranslatorRun,
+    out: Path,
+    meta: dict,
 ) -> Path:
     """``adapter/`` (LoRA) and ``final/`` (merged model, or the adapter) + tune_translator.json."""
     tc = cfg.tune_translator
@@ -430,7 +435,7 @@ def _save_final(
     return final
 
 
-def run_tune_translator(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
+def run_tune_translator(cfg: TuneTranslatorRun, args: Namespace | None = None) -> dict[str, Any]:
     """Engine of ``lira tune-translator``: GRPO on Arca's reward; writes ``<output>/final``."""
     from peft import LoraConfig
     from trl import GRPOTrainer

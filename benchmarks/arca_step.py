@@ -22,11 +22,14 @@ from pathlib import Path
 
 import torch
 
+from arca.config import ArcaConfig
 from arca.model import ArcaModel
 from arca.trainer import ArcaItem, ArcaTrainer, StoreCandidates, build_items
-from lira.config import ArcaConfig, RunConfig, TranslatorConfig, from_dict, to_dict
+from lira.config import from_dict, to_dict
 from lira.data.types import Record
 from lira.models import load_backbone, load_encoder
+from lira.runconfig import RunConfig
+from lira.translation.config import TranslatorConfig
 from lira.translation.runner import fill_store
 from lira.translation.store import TranslationStore
 

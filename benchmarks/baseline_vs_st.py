@@ -8,7 +8,7 @@ package; mean pooling) on the same (target-language question -> English gold sen
 with the same batch size, maximum length, AdamW rate and gradient clipping:
 
 - ours: :class:`lira.baselines.trainer.ContrastiveTrainer`, method ``infonce`` (CLEAR's baseline
-  step: in-batch InfoNCE at τ = ``clear_tau``; no mined hard negatives here, as MNRL on pairs),
+  step: in-batch InfoNCE at τ = ``baselines.clear.tau``; no mined hard negatives here, as MNRL on pairs),
   one more step per ``train(steps=ours.step + 1)`` call (its AdamW: torch's fused kernel where
   the device has one, as the ST trainer's ``adamw_torch_fused``);
 - sentence-transformers: ``SentenceTransformerTrainer`` with ``MultipleNegativesRankingLoss``
@@ -40,8 +40,10 @@ from pathlib import Path
 
 import torch
 
+from lira.baselines.clear import ClearConfig
+from lira.baselines.config import BaselinesConfig
 from lira.baselines.trainer import ContrastiveTrainer, TrainExample, build_examples, recipe
-from lira.config import BaselinesConfig, DataConfig, ModelsConfig
+from lira.config import DataConfig, ModelsConfig
 from lira.data.types import Record
 from lira.demo import minilm_folder
 from lira.models import load_backbone
@@ -148,7 +150,7 @@ def main() -> None:
     corpus = list({e.pos_id: Record(e.pos_id, e.pos_text, "en") for e in examples}.values())
 
     bc = BaselinesConfig(methods=["infonce"], steps=10**6, batch_size=args.batch, lr=args.lr,
-                         clear_negatives=0)  # fmt: skip
+                         recipes={"clear": ClearConfig(negatives=0)})  # fmt: skip
     r = recipe(bc, "infonce", len(examples))
     mcfg = ModelsConfig(backbone="demo:minilm", backbone_pooling="mean",
                         backbone_max_length=args.max_length)  # fmt: skip

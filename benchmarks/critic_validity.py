@@ -21,7 +21,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from translation_batching import DATA
 
-from lira.config import CriticConfig
+from lira.translation.config import CriticConfig
 from lira.translation.critic import build_critic
 
 

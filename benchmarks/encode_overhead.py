@@ -30,7 +30,9 @@ from pathlib import Path
 import torch
 
 from lasr.model import LiRAModel
-from lira.config import ModelsConfig, RunConfig, TranslationConfig
+from lira.config import ModelsConfig
+from lira.runconfig import RunConfig
+from lira.translation.config import TranslationConfig
 from lira.translation.store import TranslationStore, reference_translator
 
 # XQuAD-R: $LIRA_XQUAD_R, else the repository-relative ../shared/data/xquad-r

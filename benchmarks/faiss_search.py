@@ -27,8 +27,8 @@ import time
 import numpy as np
 import torch
 
+from evaluators.config import EvalConfig
 from evaluators.retrieval import build_faiss_index, exact_search, faiss_search, import_faiss
-from lira.config import EvalConfig
 
 
 def corpus(n_docs: int, n_queries: int, dim: int, clusters: int, latent: int, seed: int):

@@ -45,18 +45,13 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # run as a script from anywhere
     sys.path.insert(0, str(REPO))
 
-from lira.config import (  # noqa: E402
-    ArcaConfig,
-    BaselinesConfig,
-    CriticConfig,
-    DataConfig,
-    EvalConfig,
-    LaSRConfig,
-    ModelsConfig,
-    RunConfig,
-    TranslationConfig,
-    TranslatorConfig,
-)
+from arca.config import ArcaConfig  # noqa: E402
+from evaluators.config import EvalConfig  # noqa: E402
+from lasr.config import LaSRConfig  # noqa: E402
+from lira.baselines.config import BaselinesConfig  # noqa: E402
+from lira.config import DataConfig, ModelsConfig  # noqa: E402
+from lira.runconfig import RunConfig  # noqa: E402
+from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig  # noqa: E402
 
 PAPER_SECONDS = {"arca": 0.15 * 3600, "lasr": 0.20 * 3600}
 """Paper 004 Tables 13-14, pass@0 offline on A100: Arca 0.15 h, LaSR 0.20 h."""

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import torch
 
-from lira.config import TranslatorConfig
+from lira.translation.config import TranslatorConfig
 from lira.translation.translators import TransformersTranslator
 
 # XQuAD-R: $LIRA_XQUAD_R, else the repository-relative ../shared/data/xquad-r

@@ -20,7 +20,8 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from translation_batching import model_ref, questions
 
-from lira.config import CriticConfig, RunConfig, TranslationConfig, TranslatorConfig
+from lira.runconfig import RunConfig
+from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.runner import fill_store
 
 

@@ -31,6 +31,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from evaluators import diagnostics as diag
+from evaluators.config import EvalRun
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
 from evaluators.paper_tables import write_paper_tables
@@ -42,7 +43,7 @@ from evaluators.runner import (
     evaluate_retrieval,
 )
 from lasr.encoders import BACKBONE, FIXED_ROW, ME5, pooled_input_embeddings, run_encoders
-from lira.config import ConfigError, RunConfig
+from lira.config import ConfigError
 from lira.data.splits import Splits, load_splits
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
@@ -130,7 +131,7 @@ def arca_diagnostics(output_dir: Path, out: Path) -> dict[str, Any]:
     return metrics
 
 
-def run_compare(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
+def run_compare(cfg: EvalRun, args: Namespace | None = None) -> list[Row]:
     """Engine of ``lira compare``: evaluate every available method and write the leaderboard.
 
     Without ``--mteb``: the configured data (XQuAD-R scenarios, or a retrieval set's held-out
@@ -175,7 +176,7 @@ def run_compare(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
 
 
 def _compare_parallel(
-    cfg: RunConfig, models: dict[str, Encoder], splits: Splits, out: Path
+    cfg: EvalRun, models: dict[str, Encoder], splits: Splits, out: Path
 ) -> list[Row]:
     """XQuAD-R scenarios, language-agnosticism probes and diagnostics -> ``out``."""
     ds = splits.dataset

@@ -24,7 +24,7 @@ from lira.config import ConfigError
 from lira.metrics import MEASURES, ir_metrics  # noqa: F401 (re-exported: moved to lira.metrics)
 
 if TYPE_CHECKING:
-    from lira.config import EvalConfig
+    from evaluators.config import EvalConfig
 
 log = logging.getLogger(__name__)
 

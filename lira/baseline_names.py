@@ -2,9 +2,8 @@
 
 This is the table of :mod:`lira.baselines.registry` (which resolves its entries and lets tests
 and plugins :func:`~lira.baselines.registry.register` more). It stands apart from the
-``lira.baselines`` package because :mod:`lira.config` validates ``baselines.methods`` against
-it: the config must not import the package whose losses it configures, so this module imports
-nothing. The entries are ``"module:attribute"`` strings, imported only when a method is used.
+``lira.baselines`` package's modules because :mod:`lira.baselines.config` validates
+``baselines.methods`` against it: it must stay import-light, so this module imports nothing. The entries are ``"module:attribute"`` strings, imported only when a method is used.
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ import numpy as np
 from lira.errors import LiRAError, MissingFileError
 
 if TYPE_CHECKING:
-    from lira.config import RunConfig
+    from lira.translation.config import PoolRun
 
 log = logging.getLogger(__name__)
 
@@ -800,7 +800,7 @@ def run_fingerprint(stage: str, sections: dict[str, Any], skip: Any = ()) -> dic
     return {"format": FINGERPRINT_FORMAT, "stage": stage, "hash": digest, "config": flat}
 
 
-def models_fields(cfg: RunConfig) -> dict[str, Any]:
+def models_fields(cfg: PoolRun) -> dict[str, Any]:
     """``models.*`` without the fields that only say where models are cached."""
     d = asdict(cfg.models)
     for k in ("cache_dir", "encoder_cache"):
@@ -808,7 +808,7 @@ def models_fields(cfg: RunConfig) -> dict[str, Any]:
     return d
 
 
-def translation_fields(cfg: RunConfig) -> dict[str, Any]:
+def translation_fields(cfg: PoolRun) -> dict[str, Any]:
     """The ``translation.*`` values that decide the training candidates and their scores: the
     active translators (pass@k) and the critic, without endpoints, keys and batch sizes."""
     tc = cfg.translation

@@ -25,16 +25,20 @@ import argparse
 import dataclasses
 import errno
 import logging
+import re
 import sys
 import traceback
 import typing
 from collections.abc import Callable
 from typing import Any
 
+from arca.config import TuneTranslatorConfig
+from evaluators.config import EvalConfig
 from lira.ablate import ROWS as ABLATION_ROWS
-from lira.config import EvalConfig, RunConfig, TuneTranslatorConfig, field_docs, load_config
+from lira.config import field_docs, open_sections
 from lira.errors import LiRAError, UserInputError
 from lira.pipeline import STAGES, load_engine
+from lira.runconfig import RunConfig, load_config
 
 ENVIRONMENT_ERRNOS = {
     errno.ENOSPC: "free disk space or choose another --output-dir",
@@ -73,27 +77,47 @@ def describe_config(cls: type) -> str:
     """A readable list of a config dataclass's keys, types and defaults for ``--help``."""
     hints = typing.get_type_hints(cls)
     docs = field_docs(cls)
+    opened = open_sections(cls)
+    sections = opened[1] if opened else {}
     lines = [f"{cls.__name__} keys (override with section.key=value):"]
     for f in dataclasses.fields(cls):
         hint = hints[f.name]
         tp = hint.__name__ if isinstance(hint, type) else str(hint)
-        tp = tp.replace("typing.", "").replace("lira.config.", "")
-        if f.default is not dataclasses.MISSING:
-            default = repr(f.default)
+        tp = re.sub(r"\b[a-z_]+(\.[a-z_]+)*\.(?=[A-Z])", "", tp.replace("typing.", ""))
+        if opened and f.name == opened[0]:  # written as one section per entry, listed below
+            lines.append(f"  {', '.join(sections)}: sections = {{...}}")
+        elif f.default is not dataclasses.MISSING:
+            lines.append(f"  {f.name}: {tp} = {f.default!r}")
         elif f.default_factory is not dataclasses.MISSING:
-            value = f.default_factory()
-            default = "{...}" if dataclasses.is_dataclass(value) else repr(value)
+            nested = isinstance(hint, type) and dataclasses.is_dataclass(hint)
+            default = "{...}" if nested else repr(f.default_factory())
+            lines.append(f"  {f.name}: {tp} = {default}")
         else:
-            default = "required"
-        lines.append(f"  {f.name}: {tp} = {default}")
+            lines.append(f"  {f.name}: {tp} = required")
         if f.name in docs:
             lines.append(f"      {docs[f.name]}")
     if cls is not RunConfig:  # nested sections (translators, critic); `run` lists sections only
-        nested = {a for tp in hints.values() for a in (tp, *typing.get_args(tp))
-                  if dataclasses.is_dataclass(a) and isinstance(a, type)}  # fmt: skip
+        nested = {a for name, tp in hints.items() for a in (tp, *typing.get_args(tp))
+                  if dataclasses.is_dataclass(a) and isinstance(a, type)
+                  and not (opened and name == opened[0])}  # fmt: skip
         for sub in sorted(nested, key=lambda c: c.__name__):
             lines += ["", describe_config(sub)]
+        for name, sub in sections.items():
+            lines += ["", f"{name}.* (a section of {cls.__name__}):", describe_config(sub)]
     return "\n".join(lines)
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose config description (``section``) is built when it is printed:
+    ``lira --help`` and a stage's start import no engine (listing the baselines' recipes
+    imports their method files)."""
+
+    section: type | None = None
+
+    def format_help(self) -> str:
+        if self.section is not None and self.epilog is None:
+            self.epilog = describe_config(self.section)
+        return super().format_help()
 
 
 def _load_engine(target: str) -> Callable[..., Any]:
@@ -115,15 +139,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="LiRA: cross-lingual retrieval anchored to an English embedding space.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
-    sub = parser.add_subparsers(dest="command", required=True)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (_, section, summary) in COMMANDS.items():
         p = sub.add_parser(
             name,
             help=summary,
             description=summary,
-            epilog=describe_config(section) if section else None,
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
+        p.section = section
         p.add_argument("config", help="YAML file mapping 1:1 to RunConfig")
         p.add_argument("overrides", nargs="*", help="dotted overrides, e.g. arca.steps=50")
         p.add_argument("--output-dir", default=None, help="overrides output_dir")

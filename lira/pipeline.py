@@ -27,19 +27,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from arca.config import ArcaConfig
+from evaluators.config import EvalConfig
+from lasr.config import LaSRConfig
+from lira.baselines.config import BaselinesConfig, flat_baselines
 from lira.checkpoint import CheckpointError, write_json
-from lira.config import (
-    ArcaConfig,
-    BaselinesConfig,
-    EvalConfig,
-    LaSRConfig,
-    ReasonConfig,
-    RunConfig,
-    TranslationConfig,
-    save_config,
-    to_dict,
-)
+from lira.config import save_config, to_dict
 from lira.errors import LiRAError
+from lira.reasoning.config import ReasonConfig
+from lira.runconfig import RunConfig
+from lira.translation.config import TranslationConfig
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +83,7 @@ def stage_fingerprint(cfg: RunConfig, stage: str) -> str:
     for name in ORDER[: ORDER.index(stage) + 1]:
         sections += STAGES[name].sections
     data = to_dict(cfg)
+    data["baselines"] = flat_baselines(cfg.baselines)  # hashed flat, as before
     blob = json.dumps({k: data[k] for k in sections}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

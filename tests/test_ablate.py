@@ -11,17 +11,12 @@ import pytest
 from safetensors.torch import load_file
 
 import lira
-from lira.config import (
-    ArcaConfig,
-    CriticConfig,
-    DataConfig,
-    EvalConfig,
-    LaSRConfig,
-    RunConfig,
-    TranslationConfig,
-    TranslatorConfig,
-    save_config,
-)
+from arca.config import ArcaConfig
+from evaluators.config import EvalConfig
+from lasr.config import LaSRConfig
+from lira.config import DataConfig, save_config
+from lira.runconfig import RunConfig
+from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 
 pytestmark = pytest.mark.slow
 

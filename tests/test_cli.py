@@ -11,7 +11,8 @@ import sys
 import pytest
 
 from lira.cli import COMMANDS, build_parser, describe_config, main
-from lira.config import config_sections, field_docs
+from lira.config import field_docs, open_sections
+from lira.runconfig import config_sections
 
 
 @pytest.mark.parametrize("command", [*COMMANDS, "baseline-merge"])
@@ -35,8 +36,14 @@ def test_every_config_field_has_a_one_line_doc_shown_by_help(section):
     names = [f.name for f in dataclasses.fields(section)]
     assert [n for n in names if not docs.get(n)] == []
     text = describe_config(section)
+    opened = open_sections(section)
     for name in names:
-        assert f"  {name}: " in text and f"      {docs[name]}" in text
+        if opened and name == opened[0]:  # one YAML section per entry, each described below
+            sections = list(opened[1])
+            assert f"  {', '.join(sections)}: sections" in text and f"      {docs[name]}" in text
+            assert all(f"{s}.* (a section of {section.__name__}):" in text for s in sections)
+        else:
+            assert f"  {name}: " in text and f"      {docs[name]}" in text
 
 
 def test_field_docs_reads_attribute_docstrings():

@@ -7,16 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lira.config import (
-    ConfigError,
-    RunConfig,
-    TranslationConfig,
-    TranslatorConfig,
-    from_dict,
-    load_config,
-    save_config,
-    to_dict,
-)
+from lira.config import ConfigError, from_dict, save_config, to_dict
+from lira.runconfig import RunConfig, load_config
+from lira.translation.config import TranslationConfig, TranslatorConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,7 +29,7 @@ def test_defaults_are_paper_values():
     assert cfg.arca.max_grad_norm == 1.0
     assert (cfg.lasr.tau, cfg.lasr.tau_k, cfg.lasr.safe_delta) == (0.1, 0.5, 0.2)
     assert (cfg.lasr.safe_beta, cfg.lasr.hinge_gamma, cfg.lasr.mv_nu) == (0.03, 0.05, 0.15)
-    assert cfg.baselines.clear_lambdas == [0.4, 0.4, 0.2]
+    assert cfg.baselines.recipes["clear"].lambdas == [0.4, 0.4, 0.2]
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "configs").glob("*.yaml")), ids=lambda p: p.name)
@@ -165,7 +158,8 @@ def test_save_and_reload(tmp_path):
         ("lasr.adaptor_lr=-1", r"'lasr.adaptor_lr'.*> 0"),
         ("baselines.lr=-1e-5", r"'baselines.lr'.*>= 0"),
         ("baselines.lr=11", r"'baselines.lr'.*above 10"),
-        ("baselines.clear_lr=1e9", r"'baselines.clear_lr'.*above 10"),
+        ("baselines.clear.lr=1e9", r"'baselines.clear.lr'.*above 10"),
+        ("baselines.merging.negative_ranks=[9, 3]", r"'baselines.merging.negative_ranks'.*first"),
         ("tune_translator.lr=100", r"'tune_translator.lr'.*above 10"),
         ("arca.seed=-1", r"'arca.seed'.*\[0, 2\*\*32 - 1\], got -1"),
         ("lasr.seed=-1", r"'lasr.seed'.*got -1"),
@@ -204,7 +198,7 @@ def test_config_error_is_a_user_error():
 
 
 def test_eval_metric_names_match_the_evaluator():
-    from lira.config import EVAL_METRICS
+    from evaluators.config import EVAL_METRICS
     from lira.metrics import MEASURES
 
     assert set(EVAL_METRICS) == set(MEASURES)
@@ -256,3 +250,38 @@ def test_learning_rates_and_seeds_at_their_bounds_are_accepted():
                              "tune_translator.name=smollm2-grpo.v2"])  # fmt: skip
     assert cfg.lasr.lr == 10 and cfg.lasr.seed == 2**32 - 1 and cfg.baselines.lr == 0
     assert cfg.tune_translator.name == "smollm2-grpo.v2"
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("baselines.clear_lr", "baselines.clear.lr"),
+        ("baselines.merging_negative_ranks", "baselines.merging.negative_ranks"),
+        ("baselines.lancer_lambda", "baselines.lancer.weight"),
+        ("baselines.jsd_eps", "baselines.jsd.eps"),
+    ],
+)
+def test_a_flat_baseline_recipe_key_names_its_new_section_key(old, new):
+    """The flat recipe keys of earlier versions (``baselines.clear_lr``) are one line naming
+    the nested key that replaced them."""
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [f"{old}=1"])
+    msg = str(e.value)
+    assert msg == f"config key '{old}': is now {new} (each recipe is a section); rename the key"
+
+
+def test_baseline_recipes_are_sections_that_round_trip(tmp_path):
+    """``baselines.<method>.*`` loads into the method's recipe dataclass, saves nested and loads
+    back equal; unset recipes keep the paper's values."""
+    from lira.baselines.clear import ClearConfig
+    from lira.baselines.lancer import LancerConfig
+
+    cfg = load_config(None, ["baselines.clear.lr=1e-4", "baselines.lancer.weight=0.5"])
+    clear = cfg.baselines.recipe_of("clear", ClearConfig)
+    assert (clear.lr, clear.batch_size) == (1e-4, 64)
+    assert cfg.baselines.recipe_of("lancer", LancerConfig).weight == 0.5
+    assert cfg.baselines.recipes["jsd"] == type(cfg.baselines.recipes["jsd"])()
+    data = to_dict(cfg)["baselines"]
+    assert data["clear"]["lr"] == 1e-4 and "recipes" not in data and "clear_lr" not in data
+    save_config(cfg, tmp_path / "c.yaml")
+    assert load_config(tmp_path / "c.yaml") == cfg

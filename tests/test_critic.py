@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from lira.config import CriticConfig
+from lira.translation.config import CriticConfig
 from lira.translation.critic import SCORE_SCHEMA, CriticParseError, build_critic, parse_scores
 
 PAIRS = [

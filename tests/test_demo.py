@@ -225,7 +225,7 @@ def test_marian_never_trains_on_the_demo_configs_heldout_questions():
 
 
 def test_a_rebuilt_demo_model_gets_new_store_keys(monkeypatch):
-    from lira.config import TranslatorConfig
+    from lira.translation.config import TranslatorConfig
     from lira.translation.store import key_for
 
     t = TranslatorConfig(name="mt", role="mt", model="demo:marian")

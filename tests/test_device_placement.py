@@ -25,9 +25,14 @@ import pytest
 import torch
 from torch import nn
 
-from lira.config import ArcaConfig, BaselinesConfig, DataConfig, LaSRConfig, RunConfig
+from arca.config import ArcaConfig
+from lasr.config import LaSRConfig
+from lira.baselines.clear import ClearConfig
+from lira.baselines.config import BaselinesConfig
+from lira.config import DataConfig
 from lira.data.splits import load_splits
 from lira.data.types import RetrievalData
+from lira.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 
@@ -138,7 +143,9 @@ def run_cfg(models_config, tmp_path_factory) -> RunConfig:
         data=DataConfig(train_languages=["de"], eval_languages=["de"], max_train_queries=8),
         arca=ArcaConfig(steps=2, batch_size=2, eval_batch_size=4, log_every=1, save_every=100),
         lasr=LaSRConfig(**LASR),
-        baselines=BaselinesConfig(steps=2, batch_size=4, clear_negatives=1),
+        baselines=BaselinesConfig(
+            steps=2, batch_size=4, recipes={"clear": ClearConfig(negatives=1)}
+        ),
     )
 
 

@@ -11,16 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from lira.config import (
-    ArcaConfig,
-    CriticConfig,
-    DataConfig,
-    LaSRConfig,
-    RunConfig,
-    TranslationConfig,
-    TranslatorConfig,
-    save_config,
-)
+from arca.config import ArcaConfig
+from lasr.config import LaSRConfig
+from lira.config import DataConfig, save_config
+from lira.runconfig import RunConfig
+from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("lira", "arca", "lasr", "evaluators")
-ENTRY_POINTS = ("lira.cli", "lira.pipeline", "lira.__main__", "lira.reasoning", "lira.ablate")
+ENTRY_POINTS = (
+    "lira.cli",
+    "lira.pipeline",
+    "lira.__main__",
+    "lira.reasoning",
+    "lira.ablate",
+    "lira.runconfig",
+)
 LAYERS = {"core": 0, "arca": 1, "lasr": 2, "evaluators": 3, "entry": 4}
 
 

@@ -11,7 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from lira.config import ArcaConfig, LaSRConfig, RunConfig, TranslationConfig, load_config
+from arca.config import ArcaConfig
+from lasr.config import LaSRConfig
+from lira.runconfig import RunConfig, load_config
+from lira.translation.config import TranslationConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_CONFIG = ROOT / "configs" / "retrieval_qwen3_8b.yaml"

@@ -7,18 +7,14 @@ import random
 
 import pytest
 
-from lira.config import (
-    ArcaConfig,
-    BaselinesConfig,
-    CriticConfig,
-    DataConfig,
-    EvalConfig,
-    LaSRConfig,
-    RunConfig,
-    TranslationConfig,
-    TranslatorConfig,
-)
+from arca.config import ArcaConfig
+from evaluators.config import EvalConfig
+from lasr.config import LaSRConfig
+from lira.baselines.config import BaselinesConfig
+from lira.config import DataConfig
 from lira.errors import LiRAError
+from lira.runconfig import RunConfig
+from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 
 METHODS = ["infonce", "clear", "lancer", "jsd", "merging"]
 
@@ -180,7 +176,8 @@ def test_run_resume_after_a_config_change_refuses_naming_stage_keys_and_fix(
     and the fixes; the finished stage's outputs, its marker and config.yaml stay as they were.
     With the old config, --resume skips every finished stage."""
     from lira.cli import main
-    from lira.config import load_config, save_config
+    from lira.config import save_config
+    from lira.runconfig import load_config
 
     out = tmp_path / "out"
     cfg = _config(out, models_config)

@@ -163,12 +163,11 @@ def test_package_sources_keep_the_security_defaults(check):
 
 def test_config_never_trusts_remote_code_by_default():
     """A config field may switch trust_remote_code on; its default must be off."""
-    import lira.config as config
+    from lira.runconfig import config_sections
 
     found = [
         (cls.__name__, f.default)
-        for cls in vars(config).values()
-        if dataclasses.is_dataclass(cls) and isinstance(cls, type)
+        for cls in config_sections()
         for f in dataclasses.fields(cls)
         if f.name == "trust_remote_code"
     ]

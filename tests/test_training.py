@@ -10,7 +10,10 @@ import pytest
 from accelerate import Accelerator
 from accelerate.tracking import GeneralTracker
 
-from lira.config import BaselinesConfig, ConfigError, DataConfig, RunConfig
+from lira.baselines.clear import ClearConfig
+from lira.baselines.config import BaselinesConfig
+from lira.config import ConfigError, DataConfig
+from lira.runconfig import RunConfig
 from lira.training import adamw_kwargs, log_metrics, make_accelerator
 
 
@@ -84,7 +87,8 @@ def test_the_baseline_trainer_honours_report_to_and_max_grad_norm(models_config,
     from lira.baselines.trainer import ContrastiveTrainer, _splits, build_examples
     from lira.models import load_backbone
 
-    bc = BaselinesConfig(steps=3, batch_size=4, lr=1e-3, clear_negatives=0, max_grad_norm=0.25)
+    no_negatives = {"clear": ClearConfig(negatives=0)}
+    bc = BaselinesConfig(steps=3, batch_size=4, lr=1e-3, recipes=no_negatives, max_grad_norm=0.25)
     cfg = RunConfig(output_dir=str(tmp_path), models=models_config, baselines=bc,
                     data=DataConfig(train_languages=["de"], max_train_queries=8))  # fmt: skip
     parallel, retrieval, _ = _splits(cfg)

@@ -8,6 +8,9 @@
 - :mod:`~lira.baselines.jsd`: JSD alignment + reversed InfoNCE (paper 003).
 - :mod:`~lira.baselines.trainer`: the one contrastive trainer and the ``lira baseline`` engine.
 - :mod:`~lira.baselines.method` + :mod:`~lira.baselines.registry`: what a method is (recipe,
-  data, batches, loss; each paper's file defines its ``METHOD``) and the name -> method table.
-  Adding a baseline is one new file plus one line in ``registry.METHODS``.
+  data, batches, loss; each paper's file defines its ``METHOD`` and its recipe dataclass) and
+  the name -> method table.
+- :mod:`~lira.baselines.config`: ``baselines.*`` (the shared budget) and the recipe sections
+  ``baselines.<method>.*`` it finds in the registry. Adding a baseline, recipe included, is one
+  new file plus one line in ``registry.METHODS``.
 """

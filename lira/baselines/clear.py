@@ -29,12 +29,14 @@ L = λ1·log(B(1+K)) + λ2·log(B(1+M)) + λ3·0.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from lira.baselines.config import RecipeConfig, check_negatives
 from lira.baselines.infonce import info_nce
 from lira.baselines.method import (
     BaselineMethod,
@@ -42,6 +44,7 @@ from lira.baselines.method import (
     batch_examples,
     passages_with_negatives,
 )
+from lira.config import check
 
 log = logging.getLogger(__name__)
 
@@ -180,18 +183,54 @@ class ClearLoss(nn.Module):
         return l1 * t["nce_en"] + l2 * t["cl"] + l3 * t["kl"]
 
 
+@dataclass
+class ClearConfig(RecipeConfig):
+    """CLEAR's recipe, ``baselines.clear.*`` (paper 000 §4.1, App. A); InfoNCE, CLEAR's own
+    baseline, trains with it too (same recipe, same negatives)."""
+
+    lr: float = 5e-5
+    """AdamW learning rate of CLEAR (paper 000)."""
+    batch_size: int = 64
+    """Batch size of CLEAR (paper 000)."""
+    epochs: float = 1.0
+    """Epochs over the training rows of CLEAR (paper 000)."""
+    scheduler: Literal["constant", "linear", "cosine"] = "cosine"
+    """Learning-rate schedule of CLEAR (paper 000)."""
+    warmup: float = 0.05
+    """Warm-up ratio of the schedule."""
+    weight_decay: float = 0.0
+    """AdamW weight decay (sentence-transformers' trainer default; the paper sets none)."""
+    beta2: float = 0.999
+    """AdamW β2 of CLEAR (paper 000)."""
+    tau: float = 0.05
+    """1 / scale of MultipleNegativesRankingLoss (scale 20), the loss CLEAR trained with."""
+    negatives: int = 5
+    """Hard negatives per example: passages, and target-language queries for L_CL (§4.1)."""
+    negative_ranks: list[int] = field(default_factory=lambda: [30, 100])
+    """1-based rank window of the initial model's retrieval the negatives are sampled from."""
+    lambdas: list[float] = field(default_factory=lambda: [0.4, 0.4, 0.2])
+    """(λ1, λ2, λ3) of Eq. 2."""
+    reverse: bool = True
+    """English passage as L_CL's anchor (paper); false = the "w/o Reverse" ablation."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_negatives(self.negatives, self.negative_ranks)
+        check(len(self.lambdas) == 3, "lambdas", "needs three weights")
+
+
 class ClearMethod(BaselineMethod):
     """``clear``: :class:`ClearLoss` on (q_en, p_en, p_en^-, q_l, q_l^-), with 5 hard negatives
     sampled from ranks 30-100 of the initial model's retrieval, for passages (anchor q_en) and
     for same-language target queries (anchor: the gold passage)."""
 
     name = "clear"
-    recipe = "clear"
+    config_class = ClearConfig
     negatives = ("clear",)
 
     def setup(self, trainer: HookTrainer) -> ClearLoss:
-        cfg = trainer.cfg
-        return ClearLoss(trainer.recipe.tau, tuple(cfg.clear_lambdas), reverse=cfg.clear_reverse)
+        rc = trainer.cfg.recipe_of("clear", ClearConfig)
+        return ClearLoss(trainer.recipe.tau, tuple(rc.lambdas), reverse=rc.reverse)
 
     def loss(self, trainer: HookTrainer, batch: dict[str, Any]) -> Tensor:
         ex, ids = batch_examples(trainer, batch)

@@ -24,11 +24,13 @@ language's own file (``XQuADR.gold_sentence``). L_JSD is taken on the passage pa
 
 from __future__ import annotations
 
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
+from lira.baselines.config import RecipeConfig
 from lira.baselines.infonce import info_nce
 from lira.baselines.method import BaselineMethod, HookTrainer, batch_examples
 
@@ -93,20 +95,47 @@ class JSDInfoNCELoss(nn.Module):
         return loss
 
 
+@dataclass
+class JSDConfig(RecipeConfig):
+    """English inclination's recipe, ``baselines.jsd.*`` (paper 003 §4, App. C)."""
+
+    lr: float = 2e-5
+    """App. C sets 4e-6 (bge-m3), 2e-5 (mE5-large), 1e-5 (gte), 3e-5 (jina) per model."""
+    batch_size: int = 32
+    """Batch size of English inclination (paper 003)."""
+    epochs: float = 1.0
+    """Epochs over the training rows of English inclination (paper 003)."""
+    scheduler: Literal["constant", "linear", "cosine"] = "linear"
+    """Learning-rate schedule of English inclination (paper 003)."""
+    warmup: float = 0.15
+    """Warm-up ratio of the schedule of English inclination (paper 003)."""
+    weight_decay: float = 0.01
+    """AdamW weight decay of English inclination (paper 003)."""
+    beta2: float = 0.99
+    """AdamW β2 of English inclination (paper 003)."""
+    tau: float = 0.05
+    """Eq. 7 prints no temperature; MultipleNegativesRankingLoss's default 1/20 is used."""
+    weight: float = 1.0
+    """Weight of L_JSD (Eq. 2 adds the two terms)."""
+    eps: float = 1e-8
+    """ε inside the square root of Eq. 6."""
+
+
 class JSDMethod(BaselineMethod):
     """``jsd`` (paper 003): :class:`JSDInfoNCELoss` on (q_en, p_en, p_tgt), p_tgt the gold
     sentence in the training language: L_JSD(p_en, p_tgt) + L_NCE(anchor p_tgt, positive q_en,
     in-batch English queries); in-batch negatives only."""
 
     name = "jsd"
-    recipe = "jsd"
+    config_class = JSDConfig
 
     def check(self, trainer: HookTrainer) -> None:
         if not all(e.p_tgt for e in trainer.examples):
             raise ValueError("method 'jsd' needs each example's target-language gold (p_tgt)")
 
     def setup(self, trainer: HookTrainer) -> JSDInfoNCELoss:
-        return JSDInfoNCELoss(trainer.recipe.tau, trainer.cfg.jsd_weight, trainer.cfg.jsd_eps)
+        rc = trainer.cfg.recipe_of("jsd", JSDConfig)
+        return JSDInfoNCELoss(trainer.recipe.tau, rc.weight, rc.eps)
 
     def loss(self, trainer: HookTrainer, batch: dict[str, Any]) -> Tensor:
         ex, ids = batch_examples(trainer, batch)

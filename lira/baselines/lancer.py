@@ -24,13 +24,15 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
+from typing import Any, ClassVar, Literal
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from lira.baselines.config import RecipeConfig
 from lira.baselines.infonce import info_nce
 from lira.baselines.method import (
     BaselineMethod,
@@ -38,6 +40,7 @@ from lira.baselines.method import (
     english_rows,
     passages_with_negatives,
 )
+from lira.config import check
 from lira.data.types import Record
 
 log = logging.getLogger(__name__)
@@ -138,15 +141,47 @@ def lancer_texts(
     return non_parallel_texts({k: list(v.values()) for k, v in records.items()}, by_id, seed)
 
 
+@dataclass
+class LancerConfig(RecipeConfig):
+    """LANCER's recipe, ``baselines.lancer.*`` (paper 002 §3, §4.1)."""
+
+    lr: float = 2e-5
+    """AdamW learning rate of LANCER (paper 002)."""
+    batch_size: int = 64
+    """English retrieval examples per step (L_R)."""
+    epochs: float = 4.0
+    """Epochs over the training rows of LANCER (paper 002)."""
+    scheduler: Literal["constant", "linear", "cosine"] = "linear"
+    """Learning-rate schedule of LANCER (paper 002)."""
+    warmup: float = 0.0
+    """Warm-up ratio of the schedule of LANCER (paper 002)."""
+    weight_decay: float = 0.0
+    """AdamW weight decay of LANCER (paper 002)."""
+    beta2: float = 0.999
+    """AdamW β2 of LANCER (paper 002)."""
+    tau: float = 0.05
+    """L_R temperature (the paper scores unnormalised dot products; our embeddings are unit)."""
+    per_language: int = 16
+    """Non-parallel texts per language in each step's multilingual batch (L_C)."""
+    weight: float = 1.0
+    """Weight λ of L_C (the paper adds L_R + L_C)."""
+
+    old_names: ClassVar[dict[str, str]] = {"lambda": "weight"}
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(self.per_language >= 1, "per_language", "must be >= 1")
+
+
 class LancerMethod(BaselineMethod):
     """``lancer`` (paper 002): English InfoNCE (q_en -> p_en, one row per question, with CLEAR's
     mined passage negatives where the paper has MS MARCO's triples) + λ·L_C on a multilingual
-    batch of ``lancer_per_language`` non-parallel sentences per language (English + training
-    languages): the training questions' gold sentences, each parallel group dealt to one
-    language (:func:`lancer_texts`)."""
+    batch of ``baselines.lancer.per_language`` non-parallel sentences per language (English +
+    training languages): the training questions' gold sentences, each parallel group dealt to
+    one language (:func:`lancer_texts`)."""
 
     name = "lancer"
-    recipe = "lancer"
+    config_class = LancerConfig
     negatives = ("clear",)
 
     def prepare(self, cfg: Any, examples: list[Any], corpus: list[Any], dataset: Any) -> dict:
@@ -166,7 +201,7 @@ class LancerMethod(BaselineMethod):
 
     def draw(self, trainer: Any, batch: dict[str, Any], rng: random.Random) -> None:
         texts, lang_ids = stratified_language_batch(
-            trainer.multilingual, trainer.cfg.lancer_per_language, rng
+            trainer.multilingual, trainer.cfg.recipe_of("lancer", LancerConfig).per_language, rng
         )
         batch["ml_texts"], batch["ml_ids"] = texts, torch.tensor(lang_ids)
 
@@ -178,7 +213,7 @@ class LancerMethod(BaselineMethod):
         x = trainer.encode(batch["ml_texts"], "document")  # [N, d]: passages, as mC4 in §4.1
         dev = trainer.accelerator.device
         pen = correlation_penalty(x, batch["ml_ids"].to(dev), len(trainer.multilingual))
-        return l_r + trainer.cfg.lancer_lambda * pen
+        return l_r + trainer.cfg.recipe_of("lancer", LancerConfig).weight * pen
 
 
 METHOD = LancerMethod()

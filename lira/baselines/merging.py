@@ -25,16 +25,19 @@ import math
 import shutil
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from lira.baselines.composition import build_composition, gist_features, gist_loss
+from lira.baselines.config import RecipeConfig, check_negatives
 from lira.baselines.method import BaselineMethod, english_rows
 from lira.checkpoint import atomic_dir
+from lira.config import check
 from lira.errors import UserInputError
 
 log = logging.getLogger(__name__)
@@ -153,6 +156,56 @@ def merge_command(
 
 
 # ------------------------------------------------------------------------ the baseline method
+@dataclass
+class MergingConfig(RecipeConfig):
+    """Language composition + merging's recipe, ``baselines.merging.*`` (paper 001 §4.3,
+    App. B.2-B.3)."""
+
+    lr: float = 2e-5
+    """AdamW learning rate of language composition + merging (paper 001)."""
+    batch_size: int = 512
+    """Batch size of language composition + merging (paper 001)."""
+    epochs: float = 1.0
+    """Epochs over the training rows of language composition + merging (paper 001)."""
+    scheduler: Literal["constant", "linear", "cosine"] = "linear"
+    """Learning-rate schedule of language composition + merging (paper 001)."""
+    warmup: float = 0.1
+    """Warm-up ratio of the schedule of language composition + merging (paper 001)."""
+    weight_decay: float = 0.01
+    """AdamW weight decay of language composition + merging (paper 001)."""
+    beta2: float = 0.99
+    """AdamW β2 of language composition + merging (paper 001)."""
+    tau: float = 0.01
+    """GISTEmbedLoss temperature (sentence-transformers' default; the paper sets none)."""
+    mini_batch: int = 32
+    """CachedGISTEmbedLoss mini-batch (memory only: the loss value does not depend on it)."""
+    negatives: int = 5
+    """Mined English hard negatives per query (App. B.2; its sixth is a generated one)."""
+    negative_ranks: list[int] = field(default_factory=lambda: [50, 300])
+    """1-based rank window the negatives are mined from (App. B.2)."""
+    max_sim: float = 0.8
+    """A negative's cosine with the query must not exceed this (App. B.2)."""
+    relative_margin: float = 0.95
+    """...and must be below this times the positive's cosine with the query (App. B.2)."""
+    partner: Literal["base", "mono"] = "base"
+    """The model merged with the D(l en en) fine-tune: the base model (the paper's best
+    mono-lingual model for 3 of its 4 backbones, Table 2) or a D(en en en) fine-tune."""
+    weights: list[float] = field(default_factory=lambda: [0.5, 0.5])
+    """Weights of (cross-lingual fine-tune, partner) in the average."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_negatives(self.negatives, self.negative_ranks)
+        check(self.mini_batch >= 1, "mini_batch", "must be >= 1")
+        check(len(self.weights) == 2, "weights", "needs two weights")
+        check(
+            all(math.isfinite(w) and w >= 0 for w in self.weights)
+            and abs(sum(self.weights) - 1) < 1e-6,
+            "weights",
+            "must be finite, >= 0 and sum to 1",
+        )
+
+
 class GistMethod(BaselineMethod):
     """``gist``: one fine-tune of paper 001's merging, sentence-transformers'
     CachedGISTEmbedLoss on language-composition examples with a frozen guide model (the
@@ -171,7 +224,7 @@ class GistMethod(BaselineMethod):
     def setup(self, trainer: Any) -> Any:
         bb = trainer.backbone
         return gist_loss(trainer.model, trainer.guide, bb.tokenizer, bb.max_length,
-                         trainer.recipe.tau, trainer.cfg.merging_mini_batch)  # fmt: skip
+                         trainer.recipe.tau, trainer.cfg.recipe_of("merging", MergingConfig).mini_batch)  # fmt: skip
 
     def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
         ex = [trainer.composition[i] for i in batch["rows"]]
@@ -186,13 +239,13 @@ class GistMethod(BaselineMethod):
 class MergingMethod(BaselineMethod):
     """``merging`` (paper 001): the D(l en en) fine-tune (every training language; App. B.2
     negatives mined from ranks 50-300 with its filters; :class:`GistMethod` with the frozen
-    initial backbone as guide) weight-averaged with its partner, ``merging_partner``: the base
+    initial backbone as guide) weight-averaged with its partner, ``baselines.merging.partner``: the base
     model (default; the paper merges a CLIR fine-tune with the best mono-lingual model, the
     base model for 3 of its 4 backbones) or a D(en en en) fine-tune. Trained parts are kept
     under ``merging-parts/``."""
 
     name = "merging"
-    recipe = "merging"
+    config_class = MergingConfig
     negatives = ("composition",)
     own_loop = True
 
@@ -213,6 +266,7 @@ class MergingMethod(BaselineMethod):
 
         t0 = time.perf_counter()
         bc = cfg.baselines
+        rc = bc.recipe_of("merging", MergingConfig)
         langs = sorted({e.lang for e in examples})
 
         def composition(rows: list[int], q_lang: str) -> list[Any]:
@@ -228,7 +282,7 @@ class MergingMethod(BaselineMethod):
         for lang in langs:
             cross += composition([i for i, e in enumerate(examples) if e.lang == lang], lang)
         todo = [(f"{'+'.join(langs)}-en-en", cross)]
-        if bc.merging_partner == "mono":
+        if rc.partner == "mono":
             todo.append(("en-en-en", composition(english_rows(examples), "en")))
         guide = load_backbone(cfg.models).eval().requires_grad_(False)  # the frozen base model
         fingerprint = baseline_fingerprint(cfg, "merging")
@@ -251,17 +305,17 @@ class MergingMethod(BaselineMethod):
             models.append(model)
             first = first or (trainer, fixed)
         assert first is not None
-        partner = models[1] if bc.merging_partner == "mono" else guide
+        partner = models[1] if rc.partner == "mono" else guide
         merged_state = average_state_dicts(
-            [models[0].model.state_dict(), partner.model.state_dict()], bc.merging_weights
+            [models[0].model.state_dict(), partner.model.state_dict()], rc.weights
         )
         merged = models[0]  # the cross-lingual part's backbone now holds the merged weights
         merged.model.load_state_dict(merged_state)
         trainer, fixed = first
         after = trainer.measure(fixed)
-        partner_name = "en-en-en" if bc.merging_partner == "mono" else "base"
+        partner_name = "en-en-en" if rc.partner == "mono" else "base"
         save_baseline(merged, out, cfg.models, {
-            "method": "merging", "weights": bc.merging_weights, "parts": [todo[0][0], partner_name],
+            "method": "merging", "weights": rc.weights, "parts": [todo[0][0], partner_name],
         }, fingerprint)  # fmt: skip
         first_part = parts[todo[0][0]]
         return {
@@ -271,7 +325,7 @@ class MergingMethod(BaselineMethod):
             "recipe": first_part["recipe"],
             "parts": parts,
             "partner": partner_name,
-            "weights": list(bc.merging_weights),
+            "weights": list(rc.weights),
             "path": str(out),
             "seconds": round(time.perf_counter() - t0, 2),
         }

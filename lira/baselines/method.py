@@ -10,7 +10,8 @@ The hooks receive the trainer, whose attributes a method reads: ``examples`` (th
 ``data`` (what :meth:`BaselineMethod.prepare` returned beyond the trainer's own arguments),
 ``accelerator`` and :meth:`~lira.baselines.trainer.ContrastiveTrainer.encode`.
 
-This module imports no trainer or config module, so a method file can import it freely.
+This module imports no trainer module (and the config only for its types), so a method file
+can import it freely.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from torch import Tensor
 from lira.data.types import Record
 
 if TYPE_CHECKING:
+    from lira.baselines.config import RecipeConfig
     from lira.data.xquad_r import XQuADR
 
 DEFAULT_RECIPE: Mapping[str, float | int | str] = MappingProxyType({
@@ -117,12 +119,14 @@ class BaselineMethod:
     """One baseline method; override the hooks its paper needs (the defaults do nothing)."""
 
     name: str = ""
+    config_class: type[RecipeConfig] | None = None
+    """The dataclass of its paper recipe (a :class:`~lira.baselines.config.RecipeConfig`,
+    declared in the method's file): the YAML section ``baselines.<name>.*``; None = none."""
     recipe: str | None = None
-    """Config prefix of its paper recipe (``baselines.<recipe>_lr``, ``_batch_size``,
-    ``_epochs``, ``_scheduler``, ``_warmup``, ``_weight_decay``, ``_beta2``, ``_tau``); None =
-    :attr:`defaults`."""
+    """The method whose recipe section it trains with when that is another's (InfoNCE:
+    ``"clear"``); None = its own (:attr:`config_class`), or :attr:`defaults` without one."""
     defaults: Mapping[str, float | int | str] = DEFAULT_RECIPE
-    """The recipe when :attr:`recipe` is None (same keys as :data:`DEFAULT_RECIPE`)."""
+    """The recipe without a recipe section (same keys as :data:`DEFAULT_RECIPE`)."""
     negatives: tuple[str, ...] = ()
     """Hard negatives mined with the initial model before training: ``"clear"`` (fills each
     example's ``p_hn`` and ``q_hn``, CLEAR §4.1) and / or ``"composition"`` (``gist_hn``,
@@ -130,6 +134,10 @@ class BaselineMethod:
     own_loop: bool = False
     """True: :meth:`train` replaces the shared training loop (it is then not usable as a
     :class:`~lira.baselines.trainer.ContrastiveTrainer` objective)."""
+
+    def recipe_section(self) -> str | None:
+        """The name of the ``baselines.<name>`` recipe it trains with (None = :attr:`defaults`)."""
+        return self.recipe or (self.name if self.config_class is not None else None)
 
     def prepare(
         self,

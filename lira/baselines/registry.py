@@ -1,10 +1,10 @@
 """The baseline methods ``lira baseline`` can train: name -> where its method object lives.
 
 Adding a baseline is one new file that defines a :class:`~lira.baselines.method.BaselineMethod`
-(its recipe, the data it needs, how it draws a batch and computes its loss) plus one line in
-:data:`METHODS`, the table of :mod:`lira.baseline_names` (it stands outside this package, so
-that :mod:`lira.config` validates ``baselines.methods`` against it without importing the
-baselines). The entries are ``"module:attribute"`` strings, imported only when a method is
+(its recipe dataclass, the data it needs, how it draws a batch and computes its loss) plus one
+line in :data:`METHODS`, the table of :mod:`lira.baseline_names` (it imports nothing, so that
+:mod:`lira.baselines.config` validates ``baselines.methods`` against it and finds each
+method's recipe section, ``baselines.<name>.*``, without importing a method before it is used). The entries are ``"module:attribute"`` strings, imported only when a method is
 used. A value may also be the method object itself (tests and plugins register one with
 :func:`register`, into the same table).
 """

@@ -2,7 +2,7 @@
 
 Every method fine-tunes the same backbone (``lira.models.load_backbone``; full fine-tuning or
 LoRA via peft, merged back before saving) on the same training split. Each method trains with
-its paper's recipe (``cfg.baselines.<method>_*``: AdamW rate, batch size, epochs, schedule and
+its paper's recipe (``cfg.baselines.<method>.*``: AdamW rate, batch size, epochs, schedule and
 warm-up, weight decay, temperature); ``cfg.baselines.steps`` / ``batch_size`` / ``lr`` > 0 is a
 shared budget that overrides them for every method. The recipe in force is logged and written
 to ``<output_dir>/baselines/summary.json``.
@@ -65,8 +65,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from lira.baselines.clear import sample_hard_negatives
+from lira.baselines.clear import ClearConfig, sample_hard_negatives
 from lira.baselines.composition import mine_filtered_negatives
+from lira.baselines.config import BaselinesConfig, BaselinesRun, flat_recipe
 from lira.baselines.lancer import lancer_texts  # noqa: F401 (re-exported, moved there)
 from lira.baselines.method import BaselineMethod, english_rows
 from lira.baselines.registry import get_method, method_names
@@ -90,7 +91,7 @@ from lira.checkpoint import (
     write_fingerprint,
     write_json,
 )
-from lira.config import BaselinesConfig, ModelsConfig, RunConfig
+from lira.config import ModelsConfig
 from lira.data.splits import load_splits
 from lira.data.types import ParallelData, RetrievalData
 from lira.data.xquad_r import XQuADR
@@ -161,7 +162,8 @@ def mine_clear_negatives(
     bs: int = 64,
 ) -> None:  # fmt: skip
     """Fill ``p_hn`` (passages) and ``q_hn`` (same-language target queries), CLEAR §4.1-4.2."""
-    k, ranks = cfg.clear_negatives, tuple(cfg.clear_negative_ranks)
+    rc = cfg.recipe_of("clear", ClearConfig)
+    k, ranks = rc.negatives, tuple(rc.negative_ranks)
     if k == 0:
         return
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -205,7 +207,8 @@ def mine_composition_negatives(
     bs: int = 64,
 ) -> None:  # fmt: skip
     """Fill ``gist_hn``: paper 001's English negatives, mined once per English question."""
-    k = cfg.merging_negatives
+    rc: Any = cfg.recipes["merging"]  # a MergingConfig (lira.baselines.merging imports us)
+    k = rc.negatives
     rows = english_rows(examples)
     corpus_ids = [r.id for r in corpus]
     ids = {d: i for i, d in enumerate(dict.fromkeys(corpus_ids + [e.pos_id for e in examples]))}
@@ -217,22 +220,22 @@ def mine_composition_negatives(
     )
     mined = mine_filtered_negatives(
         q, p, gold, torch.tensor([ids[e.pos_id] for e in ex]),
-        torch.tensor([ids[d] for d in corpus_ids]), k, tuple(cfg.merging_negative_ranks),
-        cfg.merging_max_sim, cfg.merging_relative_margin,
+        torch.tensor([ids[d] for d in corpus_ids]), k, tuple(rc.negative_ranks),
+        rc.max_sim, rc.relative_margin,
     ).tolist()  # fmt: skip
     by_qid = {e.qid: m for e, m in zip(ex, mined)}
     for e in examples:
         e.gist_hn = list(by_qid[e.qid])
 
 
-NEGATIVES: dict[str, tuple[Any, tuple[str, ...]]] = {
-    "clear": (mine_clear_negatives, ("clear_negatives", "clear_negative_ranks")),
-    "composition": (mine_composition_negatives, ("merging_negatives", "merging_negative_ranks",
-                                                 "merging_max_sim", "merging_relative_margin")),
+NEGATIVES: dict[str, tuple[Any, str, tuple[str, ...]]] = {
+    "clear": (mine_clear_negatives, "clear", ("negatives", "negative_ranks")),
+    "composition": (mine_composition_negatives, "merging",
+                    ("negatives", "negative_ranks", "max_sim", "relative_margin")),
 }  # fmt: skip
 """The negatives a method can ask for (``BaselineMethod.negatives``): their miner (run once
-with the initial model for every method that needs them) and the ``baselines.*`` fields that
-shape them (part of the method's run fingerprint)."""
+with the initial model for every method that needs them) and the ``baselines.<recipe>.*``
+fields that shape them (part of the method's run fingerprint)."""
 
 
 # -------------------------------------------------------------------------------- recipes
@@ -254,11 +257,12 @@ class Recipe:
 
 def recipe(cfg: BaselinesConfig, method: str | BaselineMethod, n_rows: int) -> Recipe:
     """The paper's recipe of ``method`` for ``n_rows`` training rows, shared budget applied:
-    ``baselines.<prefix>_*`` of the method's recipe prefix, or its own defaults without one."""
+    ``baselines.<recipe>.*`` of the method's recipe section, or its own defaults without one."""
     spec = get_method(method, parts=True) if isinstance(method, str) else method
-    key = spec.recipe
+    key = spec.recipe_section()
     fields = ("lr", "batch_size", "epochs", "scheduler", "warmup", "weight_decay", "beta2", "tau")
-    paper = {f: getattr(cfg, f"{key}_{f}") if key else spec.defaults[f] for f in fields}
+    own = cfg.recipes[key] if key else None
+    paper = {f: getattr(own, f) if own else spec.defaults[f] for f in fields}
     shared = tuple(f for f in ("steps", "batch_size", "lr") if getattr(cfg, f))
     batch = min(cfg.batch_size or paper["batch_size"], n_rows)
     steps = cfg.steps or math.ceil(paper["epochs"] * n_rows / batch)
@@ -633,7 +637,7 @@ def load_baseline(path: str | Path) -> nn.Module:
 
 
 # ----------------------------------------------------------------------------------- engine
-def _splits(cfg: RunConfig) -> tuple[ParallelData, RetrievalData, XQuADR | None]:
+def _splits(cfg: BaselinesRun) -> tuple[ParallelData, RetrievalData, XQuADR | None]:
 
     splits = load_splits(cfg.data)
     parallel = getattr(splits, "train_parallel", None)
@@ -665,26 +669,27 @@ def train_stats(
     }  # fmt: skip
 
 
-def baseline_fingerprint(cfg: RunConfig, method: str) -> dict[str, Any]:
+def baseline_fingerprint(cfg: BaselinesRun, method: str) -> dict[str, Any]:
     """The config values that shape ``method``'s model: ``models.*`` (less cache settings),
     ``data.*``, the shared budget / seed / LoRA fields, the method's own recipe fields
-    (``baselines.<recipe>_*``) and the fields of the negatives it mines (CLEAR's for InfoNCE,
-    CLEAR and LANCER)."""
-    bc = asdict(cfg.baselines)
+    (``baselines.<recipe>.*``) and the fields of the negatives it mines (CLEAR's for InfoNCE,
+    CLEAR and LANCER). Recipe fields keep their flat names (``baselines.clear_lr``), so the
+    fingerprints of earlier runs still match."""
+    bc = cfg.baselines
     spec = get_method(method)
-    every = {get_method(n, parts=True).recipe for n in [*method_names(), "gist"]}
-    prefixes = tuple(sorted(f"{p}_" for p in every if p))
-    own = f"{spec.recipe}_" if spec.recipe else None
-    keep = {k: v for k, v in bc.items() if k != "methods"
-            and (not k.startswith(prefixes) or (own is not None and k.startswith(own)))}  # fmt: skip
+    keep = {k: v for k, v in asdict(bc).items() if k not in ("methods", "recipes")}
+    own = spec.recipe_section()
+    if own:
+        keep.update(flat_recipe(bc, own))
     for kind in spec.negatives:
-        keep.update({k: bc[k] for k in NEGATIVES[kind][1]})
+        _, section, keys = NEGATIVES[kind]
+        keep.update(flat_recipe(bc, section, keys))
     sections = {"models": models_fields(cfg), "data": cfg.data, "baselines": keep}
     return run_fingerprint(f"baseline {method}", sections, BASELINE_UNSHAPING)
 
 
 def train_method(
-    cfg: RunConfig,
+    cfg: BaselinesRun,
     method: str,
     examples: list[TrainExample],
     corpus: list[Any],
@@ -718,7 +723,7 @@ def train_method(
     return stats
 
 
-def run_baselines(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
+def run_baselines(cfg: BaselinesRun, args: Any = None) -> dict[str, Any]:
     """Engine of ``lira baseline``: train each method, save it, write ``baselines/summary.json``."""
 
     methods = list(getattr(args, "methods", None) or cfg.baselines.methods)
@@ -746,12 +751,12 @@ def run_baselines(cfg: RunConfig, args: Any = None) -> dict[str, Any]:
     corpus = list(retrieval.corpus)
     bc = cfg.baselines
     wanted = {kind for m in todo for kind in get_method(m).negatives}
-    if not bc.clear_negatives:
+    if not bc.recipe_of("clear", ClearConfig).negatives:
         wanted.discard("clear")  # CLEAR's K = 0: nothing to mine
     if wanted:
         # the initial model (CLEAR §4.1), on CUDA when available like the trained one
         miner = load_backbone(cfg.models, device=resolve_device()).eval()
-        for kind, (mine, _) in NEGATIVES.items():
+        for kind, (mine, _, _) in NEGATIVES.items():
             if kind in wanted:
                 mine(miner, examples, corpus, bc)
         del miner

@@ -26,8 +26,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from lira.config import CriticConfig
 from lira.prompts import critic_prompt
+from lira.translation.config import CriticConfig
 from lira.translation.translators import (
     ChatClient,
     _default_dtype_for,

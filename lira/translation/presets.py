@@ -18,7 +18,7 @@ LiRA-Max, §5 / D.1, and App. C.1's Llama-3.3-70B), overridable through the retu
 
 from __future__ import annotations
 
-from lira.config import CriticConfig, TranslationConfig, TranslatorConfig
+from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 
 NLLB_CODES: dict[str, str] = {
     "ar": "arb_Arab", "de": "deu_Latn", "el": "ell_Grek", "en": "eng_Latn", "es": "spa_Latn",

@@ -49,13 +49,13 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from lira.checkpoint import write_json
-from lira.config import RunConfig, TranslationConfig, TranslatorConfig
 from lira.data.splits import Splits, load_splits
 from lira.data.types import Record
 from lira.data.xquad_r import plain_qid
 from lira.errors import LiRAError, MissingFileError, UserInputError
 from lira.prompts import language_name
 from lira.translation.cleanup import clean_translation
+from lira.translation.config import PoolRun, TranslationConfig, TranslationRun, TranslatorConfig
 from lira.translation.critic import build_critic, critic_id
 from lira.translation.shards import (
     Shard,
@@ -79,7 +79,7 @@ _ANNOUNCED_STORES: set[str] = set()
 """Absolute store paths already logged (each once per process)."""
 
 
-def store_path(cfg: RunConfig) -> Path:
+def store_path(cfg: PoolRun) -> Path:
     """The store file: ``translation.store``, relative paths inside ``output_dir`` (the config
     refuses one that leaves it); an absolute path is used as given and logged once."""
     p = Path(cfg.translation.store).expanduser()
@@ -374,7 +374,7 @@ def _score(
 
 
 def fill_store(
-    cfg: RunConfig, sources: Sources, store: TranslationStore | None = None
+    cfg: PoolRun, sources: Sources, store: TranslationStore | None = None
 ) -> dict[str, Any]:
     """Make sure every source has its pass@k candidates and critic scores; returns a summary.
 
@@ -440,7 +440,7 @@ def failure_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def check_translated(summary: dict[str, Any], cfg: RunConfig, where: str | Path) -> None:
+def check_translated(summary: dict[str, Any], cfg: TranslationRun, where: str | Path) -> None:
     """Print the per-translator failures; :class:`NothingTranslated` (one line, exit 1) when
     no translator that generates produced or had a single usable candidate."""
     lines = failure_lines(summary)
@@ -477,7 +477,7 @@ def xquad_references(splits: Splits) -> list[tuple[str, str, str, str]]:
     return out
 
 
-def _fill_references(cfg: RunConfig, splits: Splits, shard: Shard | None = None) -> int:
+def _fill_references(cfg: TranslationRun, splits: Splits, shard: Shard | None = None) -> int:
     """Give every active ``reference`` translator XQuAD-R's English originals where missing
     (those of ``shard``'s sources only, when given)."""
     refs = [t for t in cfg.translation.active_translators() if t.kind == "reference"]
@@ -517,7 +517,7 @@ def _shard_of_run(args: Namespace | None) -> Shard | None:
     return shard if shard is not None and shard.count > 1 else None
 
 
-def merge_shards(cfg: RunConfig, paths: list[str] | None = None) -> dict[str, Any]:
+def merge_shards(cfg: TranslationRun, paths: list[str] | None = None) -> dict[str, Any]:
     """``lira translate CONFIG --merge [STORE …]``: copy shard stores into the configured store.
 
     ``paths``: the shard stores to merge; none = every ``<store>.shard-<i>-of-<n>`` file next to
@@ -585,7 +585,7 @@ def merge_shards(cfg: RunConfig, paths: list[str] | None = None) -> dict[str, An
     return summary
 
 
-def run_translate(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
+def run_translate(cfg: TranslationRun, args: Namespace | None = None) -> dict[str, Any]:
     """``lira translate CONFIG [--import FILE --translator NAME | --shard I/N | --merge [STORE …]]``;
     writes translate_summary.json (``translate_summary.shard-<i>-of-<n>.json`` for a shard)."""
     out = Path(cfg.output_dir)

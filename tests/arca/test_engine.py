@@ -8,14 +8,10 @@ from argparse import Namespace
 
 import pytest
 
-from lira.config import (
-    ArcaConfig,
-    CriticConfig,
-    DataConfig,
-    RunConfig,
-    TranslationConfig,
-    TranslatorConfig,
-)
+from arca.config import ArcaConfig
+from lira.config import DataConfig
+from lira.runconfig import RunConfig
+from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 
 from .conftest import noisy
 

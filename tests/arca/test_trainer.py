@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from arca.config import ArcaConfig
 from arca.model import load_arca, pad_candidates
 from arca.trainer import ArcaItem, ArcaTrainer
-from lira.config import ArcaConfig
 from lira.translation.types import Candidate
 
 from .conftest import make_items

@@ -10,6 +10,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from arca.config import ArcaConfig, TuneTranslatorConfig
 from arca.model import load_arca, pad_candidates
 from arca.trainer import ArcaTrainer
 from arca.tune_translator import (
@@ -19,15 +20,9 @@ from arca.tune_translator import (
     run_tune_translator,
     tuned_translator,
 )
-from lira.config import (
-    ArcaConfig,
-    CriticConfig,
-    DataConfig,
-    RunConfig,
-    TranslationConfig,
-    TranslatorConfig,
-    TuneTranslatorConfig,
-)
+from lira.config import DataConfig
+from lira.runconfig import RunConfig
+from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.store import Row, TranslationStore, key_for
 from lira.translation.types import Candidate
 

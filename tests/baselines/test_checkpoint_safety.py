@@ -13,6 +13,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+from lira.baselines.clear import ClearConfig
+from lira.baselines.config import BaselinesConfig
 from lira.baselines.trainer import (
     ContrastiveTrainer,
     _splits,
@@ -20,13 +22,21 @@ from lira.baselines.trainer import (
     run_baselines,
 )
 from lira.checkpoint import FINGERPRINT_FILE, CheckpointError
-from lira.config import BaselinesConfig, DataConfig, RunConfig
+from lira.config import DataConfig
+from lira.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 
 
+def _recipe(bc: BaselinesConfig, name: str, **changes) -> BaselinesConfig:
+    """``bc`` with fields of the recipe ``baselines.<name>`` changed."""
+    recipes = {**bc.recipes, name: dataclasses.replace(bc.recipes[name], **changes)}
+    return dataclasses.replace(bc, recipes=recipes)
+
+
 def _cfg(models_config, out: Path, **baselines) -> RunConfig:
-    bc = dict(methods=["jsd"], steps=2, batch_size=8, lr=1e-3, clear_negatives=0)
+    bc = dict(methods=["jsd"], steps=2, batch_size=8, lr=1e-3,
+              recipes={"clear": ClearConfig(negatives=0)})  # fmt: skip
     bc.update(baselines)
     return RunConfig(
         output_dir=str(out),
@@ -78,7 +88,7 @@ def test_resume_refuses_a_method_trained_with_another_config(models_config, tmp_
     mtime = (folder / "model.safetensors").stat().st_mtime_ns
 
     # another method's recipe changed: jsd's model still holds, it is skipped
-    other = dataclasses.replace(cfg, baselines=dataclasses.replace(cfg.baselines, clear_lr=1e-6))
+    other = dataclasses.replace(cfg, baselines=_recipe(cfg.baselines, "clear", lr=1e-6))
     again = run_baselines(other, Namespace(methods=None, resume=True))
     assert again["jsd"]["loss_after"] == first["jsd"]["loss_after"]
     assert (folder / "model.safetensors").stat().st_mtime_ns == mtime
@@ -124,6 +134,6 @@ def test_resume_continues_exactly_from_a_step_checkpoint(models_config, tmp_path
     for (k, a), b in zip(full.model.state_dict().items(), again.model.state_dict().values()):
         assert torch.equal(a, b), k
 
-    other = make(dataclasses.replace(cfg.baselines, clear_tau=0.1))
+    other = make(_recipe(cfg.baselines, "clear", tau=0.1))
     with pytest.raises(CheckpointError, match=r"baselines\.clear_tau"):
         other.train(resume=True)

@@ -134,8 +134,9 @@ def test_merge_command_rejects_bad_weights_in_one_line(tmp_path, capsys, weights
 
 
 def test_config_merging_weights_must_be_finite_and_non_negative():
-    from lira.config import BaselinesConfig, ConfigError
+    from lira.baselines.config import BaselinesConfig
+    from lira.config import ConfigError, from_dict
 
     for bad in ([float("nan"), 1.0], [-1.0, 2.0], [float("inf"), 1.0]):
-        with pytest.raises(ConfigError, match="merging_weights"):
-            BaselinesConfig(merging_weights=bad)
+        with pytest.raises(ConfigError, match=r"baselines\.merging\.weights"):
+            from_dict(BaselinesConfig, {"merging": {"weights": bad}}, "baselines")

@@ -7,6 +7,9 @@ import math
 import numpy as np
 import pytest
 
+from lira.baselines.clear import ClearConfig
+from lira.baselines.config import BaselinesConfig
+from lira.baselines.merging import MergingConfig
 from lira.baselines.trainer import (
     TrainExample,
     build_examples,
@@ -16,35 +19,36 @@ from lira.baselines.trainer import (
     mine_composition_negatives,
     recipe,
 )
-from lira.config import BaselinesConfig, ConfigError, DataConfig
+from lira.config import ConfigError, DataConfig, from_dict
 from lira.data.splits import load_splits
 
 
 def test_defaults_are_the_papers_values():
     bc = BaselinesConfig()
     assert (bc.steps, bc.batch_size, bc.lr) == (0, 0, 0.0)  # no shared budget by default
+    clear, lancer, jsd, merging = (bc.recipes[m] for m in ("clear", "lancer", "jsd", "merging"))
     # CLEAR App. A / §4.1: lr 5e-5, batch 64, cosine, warm-up 0.05, 5 negatives from ranks 30-100
-    assert (bc.clear_lr, bc.clear_batch_size, bc.clear_scheduler, bc.clear_warmup) == (
+    assert (clear.lr, clear.batch_size, clear.scheduler, clear.warmup) == (
         5e-5, 64, "cosine", 0.05,
     )  # fmt: skip
-    assert (bc.clear_negatives, bc.clear_negative_ranks, bc.clear_lambdas) == (
+    assert (clear.negatives, clear.negative_ranks, clear.lambdas) == (
         5, [30, 100], [0.4, 0.4, 0.2],
     )  # fmt: skip
     # LANCER §4.1: 64 retrieval examples + 16 texts per language, 4 epochs at 2e-5, L_R + L_C
-    assert (bc.lancer_batch_size, bc.lancer_per_language, bc.lancer_epochs, bc.lancer_lr) == (
+    assert (lancer.batch_size, lancer.per_language, lancer.epochs, lancer.lr) == (
         64, 16, 4.0, 2e-5,
     )  # fmt: skip
-    assert bc.lancer_lambda == 1.0
+    assert lancer.weight == 1.0
     # paper 003 App. C: batch 32, linear, warm-up 0.15, AdamW (0.9, 0.99), weight decay 0.01
-    assert (bc.jsd_batch_size, bc.jsd_scheduler, bc.jsd_warmup) == (32, "linear", 0.15)
-    assert (bc.jsd_beta2, bc.jsd_weight_decay) == (0.99, 0.01)
+    assert (jsd.batch_size, jsd.scheduler, jsd.warmup) == (32, "linear", 0.15)
+    assert (jsd.beta2, jsd.weight_decay) == (0.99, 0.01)
     # paper 001 App. B.2-B.3: batch 512, lr 2e-5, linear, warm-up 0.1, AdamW (0.9, 0.99), 0.01;
     # 5 negatives from ranks 50-300, cos <= 0.8, < 0.95 x positive; merged with the base model
-    assert (bc.merging_batch_size, bc.merging_lr, bc.merging_warmup) == (512, 2e-5, 0.1)
-    assert (bc.merging_beta2, bc.merging_weight_decay) == (0.99, 0.01)
-    assert (bc.merging_negatives, bc.merging_negative_ranks) == (5, [50, 300])
-    assert (bc.merging_max_sim, bc.merging_relative_margin) == (0.8, 0.95)
-    assert bc.merging_partner == "base" and bc.merging_weights == [0.5, 0.5]
+    assert (merging.batch_size, merging.lr, merging.warmup) == (512, 2e-5, 0.1)
+    assert (merging.beta2, merging.weight_decay) == (0.99, 0.01)
+    assert (merging.negatives, merging.negative_ranks) == (5, [50, 300])
+    assert (merging.max_sim, merging.relative_margin) == (0.8, 0.95)
+    assert merging.partner == "base" and merging.weights == [0.5, 0.5]
 
 
 def test_recipe_uses_each_paper_then_the_shared_budget():
@@ -69,12 +73,14 @@ def test_recipe_uses_each_paper_then_the_shared_budget():
 
 
 def test_bad_baseline_values_name_the_key():
-    with pytest.raises(ConfigError, match="clear_negative_ranks"):
-        BaselinesConfig(clear_negative_ranks=[100, 30])
+    with pytest.raises(ConfigError, match=r"baselines\.clear\.negative_ranks"):
+        from_dict(BaselinesConfig, {"clear": {"negative_ranks": [100, 30]}}, "baselines")
     with pytest.raises(ConfigError, match="batch_size"):
         BaselinesConfig(batch_size=1)
-    with pytest.raises(ConfigError, match="merging_weights"):
-        BaselinesConfig(merging_weights=[0.7, 0.7])
+    with pytest.raises(ConfigError, match=r"baselines\.merging\.weights"):
+        from_dict(BaselinesConfig, {"merging": {"weights": [0.7, 0.7]}}, "baselines")
+    with pytest.raises(ConfigError, match="weights"):
+        MergingConfig(weights=[0.7, 0.7])
 
 
 class _FakeBackbone:
@@ -106,7 +112,7 @@ def test_clear_mining_samples_the_window_for_passages_and_queries(caplog):
     table["qen"] = _ray(-1)
     for i in range(6):
         table[f"qde{i}"] = _ray(10 * i + 3)  # near its own gold passage
-    bc = BaselinesConfig(clear_negatives=2, clear_negative_ranks=[3, 4])
+    bc = BaselinesConfig(recipes={"clear": ClearConfig(negatives=2, negative_ranks=[3, 4])})
     with caplog.at_level("INFO"):
         mine_clear_negatives(_FakeBackbone(table), examples, corpus, bc)
     for e in examples:
@@ -129,7 +135,7 @@ def test_composition_mining_is_once_per_english_question():
         TrainExample("a", "es", "qa", "qa-es", "d0", "doc0"),
         TrainExample("b", "de", "qb", "qb-de", "d11", "doc11"),
     ]
-    bc = BaselinesConfig(merging_negatives=2, merging_negative_ranks=[2, 5])
+    bc = BaselinesConfig(recipes={"merging": MergingConfig(negatives=2, negative_ranks=[2, 5])})
     mine_composition_negatives(_FakeBackbone(table), examples, corpus, bc)
     assert examples[0].gist_hn == examples[1].gist_hn  # the same English query, mined once
     # question a (gold d0 at 0 deg): ranks 1.. are d1 (8 deg, cos .990) ...; cos <= 0.8 starts

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 from argparse import Namespace
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +14,12 @@ import torch
 import torch.nn.functional as F
 
 from lira.baselines import registry
+from lira.baselines.config import BaselinesConfig, RecipeConfig
 from lira.baselines.method import DEFAULT_RECIPE, BaselineMethod
 from lira.baselines.trainer import baseline_fingerprint, recipe, run_baselines
 from lira.checkpoint import FINGERPRINT_FILE, read_fingerprint
-from lira.config import BaselinesConfig, ConfigError, DataConfig, RunConfig
+from lira.config import ConfigError, DataConfig, apply_overrides, check, from_dict, to_dict
+from lira.runconfig import RunConfig
 
 
 class DummyMethod(BaselineMethod):
@@ -29,6 +32,27 @@ class DummyMethod(BaselineMethod):
         q = trainer.encode([e.q_tgt for e in ex], "query")
         p = trainer.encode([e.pos_text for e in ex], "document")
         return F.cross_entropy(q @ p.T / trainer.recipe.tau, torch.arange(len(ex)))
+
+
+@dataclass
+class DummyRecipe(RecipeConfig):
+    """The dummy's paper recipe: its own defaults and one field of its own."""
+
+    lr: float = 3e-4
+    """AdamW learning rate of the dummy."""
+    margin: float = 0.2
+    """A field only this method has."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(0 <= self.margin < 1, "margin", "must be in [0, 1)")
+
+
+class DummyWithRecipe(DummyMethod):
+    """The same loss, trained with its own recipe section ``baselines.dummy_recipe.*``."""
+
+    name = "dummy_recipe"
+    config_class = DummyRecipe
 
 
 @pytest.fixture
@@ -108,3 +132,30 @@ def test_a_registered_dummy_baseline_trains_through_run_baselines(dummy, models_
     assert (
         again["dummy"] == json.loads((tmp_path / "baselines" / "summary.json").read_text())["dummy"]
     )
+
+
+def test_a_new_baseline_with_its_own_recipe_is_its_file_plus_one_registry_line(monkeypatch):
+    """Issue 32: the recipe dataclass sits in the method's file (here: this test) and its
+    registry line is all the config needs: ``baselines.dummy_recipe.*`` loads, takes dotted
+    overrides, is checked, round-trips and shapes the recipe and the run fingerprint, with no
+    edit to lira/config.py or lira/baselines/config.py."""
+    monkeypatch.setitem(registry.METHODS, "dummy_recipe", DummyWithRecipe())  # the registry line
+    data = {"baselines": {"methods": ["dummy_recipe"], "dummy_recipe": {"margin": 0.5}}}
+    data = apply_overrides(data, ["baselines.dummy_recipe.lr=1e-3", "baselines.clear.tau=0.1"])
+    cfg = from_dict(RunConfig, data)
+    own = cfg.baselines.recipe_of("dummy_recipe", DummyRecipe)
+    assert (own.lr, own.margin, own.batch_size) == (1e-3, 0.5, RecipeConfig().batch_size)
+    assert cfg.baselines.recipes["clear"].tau == 0.1  # the other recipes stay beside it
+    assert to_dict(cfg)["baselines"]["dummy_recipe"] == {**to_dict(RecipeConfig()), "lr": 1e-3,
+                                                         "margin": 0.5}  # fmt: skip
+    assert from_dict(RunConfig, to_dict(cfg)) == cfg
+    assert recipe(cfg.baselines, "dummy_recipe", 100).lr == 1e-3
+    keys = baseline_fingerprint(cfg, "dummy_recipe")["config"]
+    assert keys["baselines.dummy_recipe_margin"] == 0.5
+    assert not [k for k in keys if k.startswith("baselines.clear_")]
+    with pytest.raises(ConfigError, match=r"'baselines\.dummy_recipe\.margin'.*\[0, 1\)"):
+        from_dict(RunConfig, apply_overrides(data, ["baselines.dummy_recipe.margin=2"]))
+    with pytest.raises(ConfigError, match=r"is now baselines\.dummy_recipe\.margin"):
+        from_dict(RunConfig, {"baselines": {"dummy_recipe_margin": 0.3}})
+    for module in ("lira/config.py", "lira/baselines/config.py"):
+        assert "dummy" not in (Path(__file__).parents[2] / module).read_text(encoding="utf-8")

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import torch
 
+from lira.baselines.config import BaselinesConfig
 from lira.baselines.trainer import (
     ContrastiveTrainer,
     _splits,
@@ -20,22 +21,23 @@ from lira.baselines.trainer import (
     run_baselines,
 )
 from lira.cli import main
-from lira.config import BaselinesConfig, DataConfig, RunConfig, save_config
+from lira.config import DataConfig, from_dict, save_config
+from lira.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 
 TEXTS = ["Wie viele Punkte gab die Verteidigung ab?", "The Panthers defense gave up 308 points."]
 
 
-def _cfg(models_config, out: Path, **baselines) -> RunConfig:
-    bc = dict(steps=6, batch_size=8, lr=1e-3, clear_negatives=1, merging_negatives=2,
-              lancer_per_language=4)  # fmt: skip
+def _cfg(models_config, out: Path, clear_negatives: int = 1, **baselines) -> RunConfig:
+    bc = dict(steps=6, batch_size=8, lr=1e-3, clear={"negatives": clear_negatives},
+              merging={"negatives": 2}, lancer={"per_language": 4})  # fmt: skip
     bc.update(baselines)
     return RunConfig(
         output_dir=str(out),
         models=models_config,
         data=DataConfig(train_languages=["de", "es"], max_train_queries=12),
-        baselines=BaselinesConfig(**bc),
+        baselines=from_dict(BaselinesConfig, bc, "baselines"),
     )
 
 

@@ -50,9 +50,9 @@ def test_selection_plot_after_a_real_arca_run(models_config, tmp_path):
     """Two Arca steps on demo models: what ArcaTrainer writes is what compare reads."""
     import torch
 
+    from arca.config import ArcaConfig
     from arca.model import ArcaModel
     from arca.trainer import ArcaItem, ArcaTrainer
-    from lira.config import ArcaConfig
     from lira.models import load_backbone, load_encoder
     from lira.translation.types import Candidate
 

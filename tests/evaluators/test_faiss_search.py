@@ -7,6 +7,7 @@ import builtins
 import numpy as np
 import pytest
 
+from evaluators.config import EvalConfig
 from evaluators.retrieval import (
     exact_search,
     faiss_index_kind,
@@ -14,7 +15,8 @@ from evaluators.retrieval import (
     run_from_search,
     search,
 )
-from lira.config import ConfigError, EvalConfig, load_config
+from lira.config import ConfigError
+from lira.runconfig import load_config
 
 try:
     import faiss  # noqa: F401

@@ -252,7 +252,8 @@ def lira_folder(tmp_path_factory, models_config, parallel):
     """A saved LiRA model (fresh Arca on the demo models) whose store holds two reference
     translations of every German text of the tiny tasks."""
     from lasr.model import LiRAModel
-    from lira.config import RunConfig, TranslationConfig
+    from lira.runconfig import RunConfig
+    from lira.translation.config import TranslationConfig
     from lira.translation.store import TranslationStore, reference_translator
 
     tmp = tmp_path_factory.mktemp("lira-mteb")

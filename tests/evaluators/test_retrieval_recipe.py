@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lira.config import load_config
 from lira.pipeline import ORDER
+from lira.runconfig import load_config
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "retrieval_qwen3_8b.yaml"

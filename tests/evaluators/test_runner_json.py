@@ -8,7 +8,9 @@ import math
 import pytest
 
 from evaluators import runner
-from lira.config import DataConfig, EvalConfig, RunConfig
+from evaluators.config import EvalConfig
+from lira.config import DataConfig
+from lira.runconfig import RunConfig
 
 
 def _strict(text: str):

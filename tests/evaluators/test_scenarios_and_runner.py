@@ -8,12 +8,12 @@ import math
 import numpy as np
 import pytest
 
+from evaluators.config import EvalConfig
 from evaluators.diagnostics import local_lipschitz, rkhs_c_stats, summary_stats
 from evaluators.leaderboard import write_leaderboard
 from evaluators.probes import lancer_penalty, language_id_accuracy
 from evaluators.runner import english_gaps, evaluate_encoders
 from evaluators.scenarios import SCENARIOS, build_scenarios, describe
-from lira.config import EvalConfig
 from lira.data.xquad_r import plain_qid
 
 

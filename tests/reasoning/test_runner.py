@@ -7,17 +7,12 @@ from argparse import Namespace
 
 import pytest
 
-from lira.config import (
-    ArcaConfig,
-    CriticConfig,
-    DataConfig,
-    ModelsConfig,
-    ReasonConfig,
-    RunConfig,
-    TranslationConfig,
-    TranslatorConfig,
-)
+from arca.config import ArcaConfig
+from lira.config import DataConfig, ModelsConfig
+from lira.reasoning.config import ReasonConfig
 from lira.reasoning.runner import load_items, question_text, selected_translations
+from lira.runconfig import RunConfig
+from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 
 MODES = ["direct", "translate-en", "soft_only", "both"]
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from lira.config import ConfigError, TranslatorConfig, from_dict
+from lira.config import ConfigError, from_dict
 from lira.translation import translators
+from lira.translation.config import TranslatorConfig
 
 
 def test_tensor_parallel_and_engine_kwargs_reach_vllm(fake_vllm, monkeypatch):

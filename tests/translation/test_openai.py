@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lira.config import CriticConfig, TranslatorConfig
+from lira.translation.config import CriticConfig, TranslatorConfig
 from lira.translation.critic import build_critic
 from lira.translation.translators import ChatClient, OpenAITranslator
 

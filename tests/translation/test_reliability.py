@@ -17,8 +17,8 @@ from collections import Counter
 
 import pytest
 
-from lira.config import CriticConfig, TranslatorConfig
 from lira.translation import runner
+from lira.translation.config import CriticConfig, TranslatorConfig
 from lira.translation.critic import build_critic
 from lira.translation.runner import fill_store, store_path
 from lira.translation.store import SCHEMA_VERSION, Row, StoreError, TranslationStore
@@ -339,8 +339,9 @@ def test_critic_config_default_sends_no_key():
 
 
 def test_missing_model_folders_are_named(tmp_path, server):
-    from lira.config import RunConfig, TranslationConfig
     from lira.errors import MissingFileError
+    from lira.runconfig import RunConfig
+    from lira.translation.config import TranslationConfig
 
     cfg = run_config(str(tmp_path / "a"), server.url)
     cfg.translation.critic = CriticConfig(kind="vllm", model=str(tmp_path / "no-critic"))

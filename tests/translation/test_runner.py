@@ -8,7 +8,8 @@ from argparse import Namespace
 
 import pytest
 
-from lira.config import CriticConfig, RunConfig, TranslationConfig, TranslatorConfig
+from lira.runconfig import RunConfig
+from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.runner import EMPTY_SOURCE, fill_store, run_translate, store_path
 from lira.translation.store import TranslationStore
 

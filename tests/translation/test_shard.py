@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from lira.cli import main
-from lira.config import TranslatorConfig
+from lira.translation.config import TranslatorConfig
 from lira.translation.shards import (
     Shard,
     find_shard_stores,

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from lira.config import TranslatorConfig
+from lira.translation.config import TranslatorConfig
 from lira.translation.store import Row, TranslationStore, key_for, store_key
 
 MT = TranslatorConfig(name="mt", kind="transformers", role="mt", model="some/model")
@@ -103,7 +103,7 @@ def test_import_jsonl(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from lira.config import TranslatorConfig
+    from lira.translation.config import TranslatorConfig
     from lira.translation.store import Row, TranslationStore
     t = TranslatorConfig(name="mt", kind="transformers", role="mt", model="m")
     store = TranslationStore(sys.argv[1], commit_every=5)
@@ -148,7 +148,8 @@ def test_kill_9_mid_write_leaves_whole_transactions(tmp_path):
 RUNNER = textwrap.dedent(
     """
     import json, sys
-    from lira.config import CriticConfig, RunConfig, TranslationConfig, TranslatorConfig
+    from lira.runconfig import RunConfig
+    from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
     from lira.translation.runner import fill_store
     out, model, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     mt = TranslatorConfig(name="mt", kind="transformers", role="mt", model=model,

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from lira.config import TranslatorConfig
+from lira.translation.config import TranslatorConfig
 from lira.translation.translators import TransformersTranslator
 
 

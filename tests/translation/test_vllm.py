@@ -42,7 +42,8 @@ def vllm_model(request) -> str:
 
 
 def test_vllm_translator_and_structured_critic(vllm_model, tmp_path):
-    from lira.config import CriticConfig, RunConfig, TranslationConfig, TranslatorConfig
+    from lira.runconfig import RunConfig
+    from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
     from lira.translation.critic import build_critic
     from lira.translation.runner import fill_store, store_path
     from lira.translation.store import TranslationStore

@@ -1,0 +1,250 @@
+"""Arca's configuration (``arca.*``) and the GRPO tuning of a translator on its reward
+(``tune_translator.*``), with the run views their engines read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from lira.config import DataConfig, ModelsConfig, check, check_lr, check_seed
+from lira.translation.config import TranslationConfig
+
+MAX_POOL_SIZE = 4096
+"""Largest ``arca.pool_size`` accepted (memory grows linearly with it)."""
+
+
+def name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a file or folder name inside ``output_dir`` (None when it can)."""
+    if name in (".", "..") or any(c in name for c in "/\\\0") or name != name.strip():
+        return (
+            f"{name!r} is used as a folder name inside output_dir: use letters, digits, "
+            "'-', '_' or '.' (no path separators, no '..')"
+        )
+    return None
+
+
+@dataclass
+class ArcaConfig:
+    """Arca training (paper §4.1, App. C-D.1, Tables 9-10)."""
+
+    pool_size: int = 4
+    """S: temporal-pooling bins (Table 9 uses 4 or 8)."""
+    adaptor_hidden: int = 512
+    """Hidden width of the Adaptor MLP d_g -> hidden -> d_h (App. D.1: 512)."""
+    adaptor_init: Literal["paper", "identity"] = "paper"
+    """paper (App. D.1): the MLP from a random start; identity: E_lr starts as g itself, a
+    zero-initialised residual MLP over the identity (d_g = d_h) or a linear projection."""
+    objective: Literal["d1", "shared"] = "d1"
+    """d1 (App. D.1, default): the Adaptor sits on g's path only and the English side is a fixed
+    target of h; shared (Eq. 4 read literally): one Adaptor on both token paths (can collapse)."""
+    anchor_target: Literal["sentence", "bins"] = "sentence"
+    """d1 target: h's sentence embedding of y (retrieval), or the S pooled bins of h's token
+    stream, flattened (reasoning: the Adaptor's bins become the LLM's soft tokens)."""
+    backbone_stream: Literal["input_embeddings", "last_hidden"] = "input_embeddings"
+    """Token stream of h for the bins target / shared objective (paper: input embeddings)."""
+    alpha: float = 0.4
+    """Reward weight of the semantic critic score (Eq. 7; paper Table 10: 0.4)."""
+    beta: float = 0.3
+    """Reward weight of the emotional critic score (Eq. 7; paper Table 10: 0.3; §5.1's text says
+    0.4, Table 10 is followed: docs/design.md "Arca")."""
+    gamma: float = 0.3
+    """Reward weight of the pragmatic critic score (Eq. 7; paper Table 10: 0.3)."""
+    delta: float = 1.0
+    """Reward weight of the anchor similarity sim_k (Eq. 7; paper Table 10: 1.0)."""
+    eta: float = 1.0
+    """Weight of the anchor loss in L = L_RL + eta * L_anchor (Eq. 9; the paper gives no value)."""
+    reward_baseline: Literal["none", "mean", "ema"] = "none"
+    """REINFORCE baseline b of Eq. 8: none (paper), mean of the candidates, or a running EMA."""
+    ema_decay: float = 0.9
+    """Decay of the ema reward baseline."""
+    actor_lr: float = 1e-4
+    """Adam learning rate of the Actor (paper Table 10: 1e-4)."""
+    encoder_lr: float = 5e-5
+    """Adam learning rate of the encoder g (paper Table 10: 5e-5)."""
+    adaptor_lr: float = 1e-4
+    """Adam learning rate of the Adaptor (paper Table 10: 1e-4)."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip over all trainable parameters (paper App. C/D.1: 1.0)."""
+    batch_size: int = 8
+    """Sources per micro-batch and process (paper Table 9: 1 per GPU on 8 GPUs; 8 here = that
+    global batch on one process; configs/retrieval_qwen3_8b.yaml sets 1)."""
+    eval_batch_size: int = 64
+    """Sources per forward in Arca's held-out passes (no gradient: larger than batch_size keeps
+    the GPU busy; the Table 9 batch of 1 left it idle)."""
+    steps: int = 120
+    """Optimisation steps (paper Table 9: 120 for LazRetrieval, 10 STS22, 5 Belebele/MLQA)."""
+    grad_accum: int = 1
+    """Micro-batches per optimisation step."""
+    mixed_precision: Literal["no", "fp16", "bf16"] = "no"
+    """accelerate mixed precision."""
+    report_to: Literal["none", "tensorboard", "wandb"] = "none"
+    """Also log the training terms to this accelerate tracker (under <output_dir>/runs)."""
+    train_encoder: bool = True
+    """Train g (full fine-tune, or LoRA with arca.lora); false keeps g frozen."""
+    lora: bool = False
+    """Train g through peft LoRA adapters instead of all weights (paper App. C: g in full)."""
+    lora_r: int = 8
+    """LoRA rank."""
+    lora_alpha: int = 16
+    """LoRA alpha."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    online_translation: bool = False
+    """Translate missing candidates with the pool during training instead of reading the store."""
+    anchor_contrast: float = 0.0
+    """Weight of an in-batch InfoNCE term added to L_anchor (0 = paper, Eq. 5 only). Eq. 5 has
+    no negatives, so a constant Adaptor output minimises it; this term keeps E_lr specific."""
+    anchor_tau: float = 0.05
+    """Temperature of the anchor_contrast InfoNCE term."""
+    use_llm_critic: bool = True
+    """Table 5 "– LLM critic" when false: Arca trains and selects without the translation critic
+    (§4.1.2): s, e, p read the neutral 5.5 in the Actor's c_k (Eq. 6) and in LaSR's gate, and
+    the reward (Eq. 7) loses 0.1 (alpha s + beta e + gamma p)."""
+    use_embedding_critic: bool = True
+    """Table 5 "– Embeds critic" when false: Arca trains without the embedding critic, the
+    anchoring path of §4.1 ("anchors feature paths to translation paths via a regression-style
+    penalty"): no L_anchor (Eq. 5, and no anchor_contrast), so g and the Adaptor do not train in
+    Arca (LaSR still trains the Adaptor end to end); sim_k reads 0 in c_k (Eq. 6) and in LaSR's
+    gate, and the reward (Eq. 7) loses delta sim_k, so only the LLM critic guides the Actor."""
+    log_every: int = 10
+    """Write a log.jsonl row (loss, reward, ε̂1) every N steps."""
+    save_every: int = 50
+    """Write a resumable checkpoint every N steps."""
+    seed: int = 0
+    """Seed of Arca's initialisation, batches and Actor sampling."""
+
+    def __post_init__(self) -> None:
+        check(self.pool_size >= 1, "pool_size", "must be >= 1 (Table 9 uses 4 or 8)")
+        check(
+            self.pool_size <= MAX_POOL_SIZE,
+            "pool_size",
+            f"must be <= {MAX_POOL_SIZE} (S bins per text; Table 9 uses 4 or 8)",
+        )
+        check(self.adaptor_hidden >= 1, "adaptor_hidden", "must be >= 1")
+        for k in ("actor_lr", "encoder_lr", "adaptor_lr"):
+            check_lr(getattr(self, k), k)
+        check_seed(self.seed, "seed")
+        check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        check(self.eval_batch_size >= 1, "eval_batch_size", "must be >= 1")
+        check(self.steps >= 0, "steps", "must be >= 0")
+        check(self.grad_accum >= 1, "grad_accum", "must be >= 1")
+        check(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
+        check(self.eta >= 0, "eta", "must be >= 0")
+        check(self.lora_r >= 1, "lora_r", "must be >= 1")
+        check(self.log_every >= 1, "log_every", "must be >= 1")
+        check(self.save_every >= 1, "save_every", "must be >= 1")
+        check(self.anchor_contrast >= 0, "anchor_contrast", "must be >= 0 (0 = paper)")
+        check(self.anchor_tau > 0, "anchor_tau", "must be > 0")
+
+
+@dataclass
+class TuneTranslatorConfig:
+    """GRPO fine-tuning of one LLM translator of the pool with Arca's reward (``lira
+    tune-translator``; beyond the paper). R = 0.1 (alpha s + beta e + gamma p) + delta sim, with
+    the composite zeroed for an empty, copied or untranslated output, minus format_weight x the
+    format penalty (length ratio, meta-text, echoed source); sim centred by center_sim."""
+
+    translator: str = ""
+    """Name of the LLM translator in translation.llm_translators to tune; empty = the first."""
+    name: str = ""
+    """Translator id of the tuned model in the store; empty = '<translator>-grpo'."""
+    arca_checkpoint: str = ""
+    """Trained Arca folder that gives the reward; empty = <output_dir>/arca/final."""
+    output: str = ""
+    """Output folder (checkpoints, final/ model); empty = <output_dir>/tune_translator/<name>."""
+    steps: int = 100
+    """GRPO optimisation steps."""
+    batch_size: int = 4
+    """Source texts per step and process (each sampled num_generations times)."""
+    num_generations: int = 4
+    """Completions sampled per source (the GRPO group; >= 2)."""
+    max_new_tokens: int = 0
+    """Longest sampled translation, in tokens; 0 = the translator's own max_new_tokens."""
+    temperature: float = 0.5
+    """Sampling temperature of the policy's completions (0.5: near the pool's greedy decoding, so
+    the format penalty sees the echoes greedy outputs make; at 1.0 it almost never fired)."""
+    lr: float = 1e-4
+    """AdamW learning rate (1e-4 suits the LoRA default; lower it for lora: false)."""
+    lora: bool = True
+    """Train peft LoRA adapters; false = all weights."""
+    lora_r: int = 16
+    """LoRA rank."""
+    lora_alpha: int = 32
+    """LoRA alpha."""
+    lora_dropout: float = 0.0
+    """LoRA dropout."""
+    merge: bool = True
+    """final/ = LoRA merged into the base model; false = peft adapter folder naming the base."""
+    kl_beta: float = 0.0
+    """KL coefficient against the base model (TRL's beta; 0 = no reference model)."""
+    alpha: float = 0.0
+    """Reward weight of the critic's semantic score (0 = the critic is not run)."""
+    beta: float = 0.0
+    """Reward weight of the critic's emotional score."""
+    gamma: float = 0.0
+    """Reward weight of the critic's pragmatic score."""
+    delta: float = 1.0
+    """Reward weight of the anchor similarity cos(E_lr(x), E_en(y)) of the Arca checkpoint."""
+    center_sim: bool = True
+    """Subtract the completion's mean anchor similarity to all training sources from sim (a
+    generic English sentence, as similar to every source as to its own, then earns ~0)."""
+    format_weight: float = 1.0
+    """Weight of the format penalty (in [0, 1]) subtracted from the reward."""
+    min_length_ratio: float = 0.3
+    """Translations shorter than this x the source (characters) are penalised."""
+    max_length_ratio: float = 4.0
+    """Translations longer than this x the source (characters) are penalised (widen for CJK)."""
+    max_sources: int = 0
+    """Cap on the training sources (0 = every non-English train source)."""
+    use_vllm: bool = False
+    """Generate the completions with vLLM (TRL's colocate mode) instead of transformers."""
+    gradient_checkpointing: bool = False
+    """Recompute activations in the backward pass (less memory, slower)."""
+    save_steps: int = 50
+    """Steps between checkpoints (<output>/checkpoint-N, resumable with --resume)."""
+    keep_checkpoints: int = 2
+    """Checkpoints kept (the oldest are deleted)."""
+    logging_steps: int = 10
+    """Steps between logged metrics (reward, anchor_sim, format_penalty, KL)."""
+
+    def __post_init__(self) -> None:
+        check(self.steps >= 1, "steps", "must be >= 1")
+        check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        check(self.num_generations >= 2, "num_generations", "GRPO needs a group of >= 2")
+        check(self.max_new_tokens >= 0, "max_new_tokens", "must be >= 0 (0 = the translator's)")
+        check(self.temperature > 0, "temperature", "GRPO samples: must be > 0")
+        check_lr(self.lr, "lr")
+        check(self.lora_r >= 1, "lora_r", "must be >= 1")
+        check(self.kl_beta >= 0, "kl_beta", "must be >= 0")
+        if self.name:
+            problem = name_problem(self.name)
+            check(problem is None, "name", f"{problem}")
+        for k in ("alpha", "beta", "gamma", "delta", "format_weight"):
+            check(getattr(self, k) >= 0, k, "reward weights must be >= 0")
+        check(
+            0 < self.min_length_ratio < self.max_length_ratio,
+            "min_length_ratio",
+            "needs 0 < min_length_ratio < max_length_ratio",
+        )
+        check(self.max_sources >= 0, "max_sources", "must be >= 0 (0 = all)")
+        check(self.save_steps >= 1, "save_steps", "must be >= 1")
+        check(self.keep_checkpoints >= 1, "keep_checkpoints", "must be >= 1")
+        check(self.logging_steps >= 1, "logging_steps", "must be >= 1")
+
+
+class ArcaRun(Protocol):
+    """The parts of a run config Arca's engine reads (a ``RunConfig`` is one)."""
+
+    output_dir: str
+    seed: int
+    models: ModelsConfig
+    data: DataConfig
+    translation: TranslationConfig
+    arca: ArcaConfig
+
+
+class TuneTranslatorRun(ArcaRun, Protocol):
+    """The parts of a run config ``lira tune-translator`` reads (a ``RunConfig`` is one)."""
+
+    tune_translator: TuneTranslatorConfig

@@ -1,0 +1,177 @@
+"""The baselines' configuration: the shared budget (``baselines.*``) and each method's recipe.
+
+A method's paper recipe is a :class:`RecipeConfig` subclass declared in the method's own file
+(``ClearConfig`` in :mod:`lira.baselines.clear`, ...) and named by its ``config_class``; it is
+the YAML section ``baselines.<method>`` (e.g. ``baselines.clear.lr``). :class:`BaselinesConfig`
+finds those sections in the registry, so a new baseline with a recipe is its method file plus
+its registry line. The flat keys of earlier versions (``baselines.clear_lr``) are refused with
+the new key (:func:`lira.config.from_dict`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Literal, Protocol, TypeVar
+
+from lira.baselines.registry import all_methods, method_names
+from lira.config import DataConfig, ModelsConfig, check, check_lr, check_seed
+
+R = TypeVar("R", bound="RecipeConfig")
+
+
+@dataclass
+class RecipeConfig:
+    """The optimisation recipe every baseline paper states; a method's recipe subclasses it
+    with its paper's defaults and its own fields (``baselines.<method>.*``)."""
+
+    lr: float = 2e-5
+    """AdamW learning rate."""
+    batch_size: int = 32
+    """Batch size."""
+    epochs: float = 1.0
+    """Epochs over the method's training rows."""
+    scheduler: Literal["constant", "linear", "cosine"] = "linear"
+    """Learning-rate schedule."""
+    warmup: float = 0.1
+    """Warm-up ratio of the schedule."""
+    weight_decay: float = 0.01
+    """AdamW weight decay."""
+    beta2: float = 0.999
+    """AdamW β2."""
+    tau: float = 0.05
+    """Temperature of the contrastive loss."""
+
+    old_names: ClassVar[dict[str, str]] = {}
+    """Flat-key suffixes of earlier versions that are not the field's name (``lancer_lambda``:
+    ``{"lambda": "weight"}``); they name the fields in the run fingerprint, as they did."""
+
+    def __post_init__(self) -> None:
+        check_lr(self.lr, "lr")
+        check(self.batch_size >= 2, "batch_size", "must be >= 2")
+        check(self.epochs > 0, "epochs", "must be > 0")
+        check(0 <= self.warmup < 1, "warmup", "must be in [0, 1)")
+        check(self.tau > 0, "tau", "must be > 0")
+        check(0 < self.beta2 < 1, "beta2", "must be in (0, 1)")
+
+
+def check_negatives(negatives: int, ranks: list[int]) -> None:
+    """Mined hard negatives: a count >= 0 and a 1-based ``[first, last]`` rank window."""
+    check(
+        len(ranks) == 2 and 1 <= ranks[0] <= ranks[1],
+        "negative_ranks",
+        f"needs [first, last] 1-based ranks with first <= last, got {ranks}",
+    )
+    check(negatives >= 0, "negatives", "must be >= 0")
+
+
+def recipe_classes() -> dict[str, type[RecipeConfig]]:
+    """``{method: its recipe dataclass}`` of every registered method that declares one."""
+    out: dict[str, type[RecipeConfig]] = {}
+    for name, method in all_methods().items():
+        cls = getattr(method, "config_class", None)
+        if cls is not None:
+            out[name] = cls
+    return out
+
+
+@dataclass
+class BaselinesConfig:
+    """Baselines trained on the same data (papers 000-003).
+
+    Each method's recipe ``baselines.<method>.*`` defaults to that paper's values (CLEAR App. A
+    / §4.1; LANCER §4.1; language composition + merging App. B.2-B.3; English inclination
+    App. C). The shared budget ``steps`` / ``batch_size`` / ``lr`` is 0 = every paper's own
+    value; set it (> 0) in a config to train every method with identical steps, batch size and
+    rate.
+    """
+
+    methods: list[str] = field(default_factory=method_names)
+    """Baselines trained by ``lira baseline``: names in :mod:`lira.baselines.registry` (default: all)."""
+    steps: int = 0
+    """Shared step budget for every method; 0 = each paper's ``<method>.epochs`` over its rows."""
+    batch_size: int = 0
+    """Shared batch size for every method; 0 = each paper's ``<method>.batch_size``."""
+    lr: float = 0.0
+    """Shared AdamW learning rate for every method; 0 = each paper's ``<method>.lr``."""
+    lora: bool = False
+    """Train the baselines through peft LoRA adapters instead of all weights."""
+    lora_r: int = 8
+    """LoRA rank (lora: true)."""
+    seed: int = 0
+    """Seed of the baselines' initialisation, negatives and batches."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip over all trainable parameters (every method)."""
+    report_to: Literal["none", "tensorboard", "wandb"] = "none"
+    """Also log the training loss to this accelerate tracker (under <output_dir>/baselines/runs)."""
+    save_every: int = 0
+    """Write a resumable checkpoint every N steps (<method>-checkpoints/); 0 = none."""
+    recipes: dict[str, RecipeConfig] = field(default_factory=dict)
+    """Each method's paper recipe, written ``baselines.<method>.*`` (missing ones: defaults)."""
+
+    open_sections: ClassVar[str] = "recipes"
+    """The field whose entries are YAML sections of their own (:func:`lira.config.from_dict`)."""
+
+    @classmethod
+    def section_types(cls) -> dict[str, type[RecipeConfig]]:
+        """The sections ``recipes`` may hold: every registered method's recipe dataclass."""
+        return recipe_classes()
+
+    def __post_init__(self) -> None:
+        known = method_names()
+        bad = [m for m in self.methods if m not in known]
+        check(not bad, "methods", f"unknown {bad}; choose from {known}")
+        check(self.steps >= 0, "steps", "must be >= 0 (0 = each paper's epochs)")
+        check(
+            self.batch_size == 0 or self.batch_size >= 2,
+            "batch_size",
+            "contrastive losses need >= 2 (0 = each paper's batch size)",
+        )
+        check_lr(self.lr, "lr", zero_ok=True)  # 0 = each paper's learning rate
+        check_seed(self.seed, "seed")
+        check(self.lora_r >= 1, "lora_r", "must be >= 1")
+        check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        check(self.save_every >= 0, "save_every", "must be >= 0 (0 = no checkpoints)")
+        types = recipe_classes()
+        unknown = sorted(set(self.recipes) - set(types))
+        check(not unknown, "recipes", f"no method declares {unknown}; choose from {list(types)}")
+        for name, tp in types.items():
+            given = self.recipes.get(name)
+            check(given is None or isinstance(given, tp), name, f"needs a {tp.__name__}")
+        self.recipes = {name: self.recipes.get(name) or tp() for name, tp in types.items()}
+
+    def recipe_of(self, name: str, cls: type[R]) -> R:
+        """The recipe ``baselines.<name>``, a ``cls``."""
+        rc = self.recipes[name]
+        if not isinstance(rc, cls):
+            raise TypeError(f"baselines.{name} is a {type(rc).__name__}, not a {cls.__name__}")
+        return rc
+
+
+def flat_recipe(bc: BaselinesConfig, name: str, keys: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``baselines.<name>``'s fields (only ``keys`` when given) under their flat names of
+    earlier versions, ``<name>_<field>``: the names run fingerprints have always used."""
+    rc = bc.recipes[name]
+    old = {new: o for o, new in rc.old_names.items()}
+    return {
+        f"{name}_{old.get(f.name, f.name)}": getattr(rc, f.name)
+        for f in fields(rc)
+        if not keys or f.name in keys
+    }
+
+
+def flat_baselines(bc: BaselinesConfig) -> dict[str, Any]:
+    """The ``baselines`` section as one flat mapping (shared fields, then every recipe under
+    ``<method>_<field>``): what stage fingerprints hash, unchanged from the flat config."""
+    out: dict[str, Any] = {f.name: getattr(bc, f.name) for f in fields(bc) if f.name != "recipes"}
+    for name in bc.recipes:
+        out.update(flat_recipe(bc, name))
+    return out
+
+
+class BaselinesRun(Protocol):
+    """The parts of a run config ``lira baseline`` reads (a ``RunConfig`` is one)."""
+
+    output_dir: str
+    models: ModelsConfig
+    data: DataConfig
+    baselines: BaselinesConfig

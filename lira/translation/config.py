@@ -1,0 +1,228 @@
+"""The translation stage's configuration: the translator pool, the critic and the store.
+
+``translation.*`` of a run (:class:`TranslationConfig`, with one :class:`TranslatorConfig` per
+pool entry and its :class:`CriticConfig`); :class:`TranslationRun` is what the stage's engine
+reads of a whole run config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol
+
+from lira.config import DataConfig, ModelsConfig, check
+
+
+def output_relative_problem(path: str) -> str | None:
+    """Why a path read relative to ``output_dir`` is unusable (empty, or leaves it), else None.
+
+    An absolute path is the user's explicit choice and accepted; a relative one must name a
+    file inside ``output_dir`` (``../x`` or ``a/../../x`` would write outside the run)."""
+    if not path.strip():
+        return "is empty; name a file (e.g. translations.sqlite, inside output_dir)"
+    p = Path(path).expanduser()
+    if p.is_absolute():
+        return None
+    depth = 0
+    for part in p.parts:
+        depth += -1 if part == ".." else 0 if part == "." else 1
+        if depth < 0:
+            break
+    if depth < 0:
+        return (
+            f"{path!r} leaves output_dir (relative paths are inside output_dir); name a file "
+            "inside it (e.g. translations.sqlite) or give an absolute path to use a file elsewhere"
+        )
+    if depth == 0:
+        return f"{path!r} is output_dir itself; name a file inside it (e.g. translations.sqlite)"
+    return None
+
+
+@dataclass
+class TranslatorConfig:
+    """One translator of the pool (paper Table 15)."""
+
+    name: str = ""
+    """Unique id; it is part of the translation-store key."""
+    kind: Literal["vllm", "openai", "transformers", "reference"] = "transformers"
+    """vllm: offline engine; openai: compatible server; transformers: local generate;
+    reference: candidates imported with ``lira translate --import`` (never generated)."""
+    role: Literal["llm", "mt"] = "llm"
+    """llm translators count towards pass@k; mt models fill the remaining slots."""
+    model: str = ""
+    """Hub id, folder or demo alias (unused for kind=reference)."""
+    base_url: str = ""
+    """OpenAI-compatible endpoint (kind=openai), e.g. http://127.0.0.1:8000/v1."""
+    api_key_env: str = ""
+    """Environment variable holding the API key sent to base_url; empty = send no key."""
+    temperature: float = 0.0
+    """0 = greedy decoding."""
+    top_p: float = 1.0
+    """Nucleus sampling mass (1 = off)."""
+    max_new_tokens: int = 128
+    """Generation limit per translation."""
+    batch_size: int = 8
+    """Texts per generate call / request batch."""
+    tensor_parallel_size: int = 1
+    """vLLM: GPUs one engine splits the model over; for data parallel run one --shard per group."""
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    """vLLM: extra vllm.LLM(...) arguments over the LIRA_VLLM_* defaults; not in the store key."""
+    max_concurrency: int = 8
+    """Concurrent requests (kind=openai)."""
+    timeout_s: float = 60.0
+    """Per-request timeout in seconds (kind=openai)."""
+    max_retries: int = 3
+    """Retries of a failed request before the row is recorded as failed."""
+    lang_codes: dict[str, str] = field(default_factory=dict)
+    """Language-code map for MT models (NLLB: {'de': 'deu_Latn', 'en': 'eng_Latn'})."""
+    prompt_version: str = "paper-v1"
+    """Version of the translation prompt (lira/prompts.py); part of the store key."""
+    train_only: bool = False
+    """Use this translator's candidates for training only, never at evaluation (gold refs)."""
+
+    def __post_init__(self) -> None:
+        check(bool(self.name), "name", "every translator needs a unique name")
+        check(self.temperature >= 0, "temperature", "must be >= 0")
+        check(0 < self.top_p <= 1, "top_p", "must be in (0, 1]")
+        check(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
+        check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        check(self.tensor_parallel_size >= 1, "tensor_parallel_size", "must be >= 1")
+        own = sorted({"model", "tensor_parallel_size"} & set(self.engine_kwargs))
+        check(not own, "engine_kwargs", f"set {own} as the translator's own key, not here")
+        check(
+            self.engine_kwargs.get("data_parallel_size", 1) in (1, "1"),
+            "engine_kwargs",
+            "vllm.LLM does not run data parallel in one process; run one `lira translate "
+            "--shard I/N` per GPU group instead (README: Translating on several nodes)",
+        )
+        check(self.max_retries >= 0, "max_retries", "must be >= 0")
+        check(self.timeout_s > 0, "timeout_s", "must be > 0")
+        check(self.max_concurrency >= 1, "max_concurrency", "must be >= 1")
+        if self.kind == "openai":
+            check(bool(self.base_url), "base_url", "kind=openai needs base_url (…/v1)")
+        if self.kind in ("vllm", "openai", "transformers"):
+            check(bool(self.model), "model", f"kind={self.kind} needs a model")
+
+
+@dataclass
+class CriticConfig:
+    """The LLM judge scoring (source, candidate) on semantic/emotional/pragmatic 1-10."""
+
+    kind: Literal["vllm", "openai", "transformers", "none"] = "transformers"
+    """none: no LLM critic (ablation); every candidate gets neutral scores flagged as such."""
+    model: str = "demo:smollm2"
+    """Hub id, folder or demo alias of the critic LLM."""
+    base_url: str = ""
+    """OpenAI-compatible endpoint (kind=openai), e.g. http://127.0.0.1:8000/v1."""
+    api_key_env: str = ""
+    """Environment variable holding the API key sent to base_url; empty = send no key."""
+    max_new_tokens: int = 48
+    """Generation limit of a critic reply (a JSON object of three scores)."""
+    batch_size: int = 8
+    """(source, candidate) pairs per generate call / request batch."""
+    max_retries: int = 2
+    """Retries of a failed or unparsable reply before neutral scores are used."""
+    timeout_s: float = 60.0
+    """Per-request timeout in seconds (kind=openai)."""
+    max_concurrency: int = 8
+    """Concurrent requests (kind=openai)."""
+    tensor_parallel_size: int = 1
+    """vLLM: GPUs one critic engine splits the model over."""
+    prompt_version: str = "paper-v1"
+    """Version of the critic prompt (lira/prompts.py); part of the store key."""
+
+    def __post_init__(self) -> None:
+        check(self.max_new_tokens >= 16, "max_new_tokens", "JSON scores need >= 16 tokens")
+        check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        check(self.max_retries >= 0, "max_retries", "must be >= 0")
+        check(self.timeout_s > 0, "timeout_s", "must be > 0")
+        check(self.max_concurrency >= 1, "max_concurrency", "must be >= 1")
+        check(self.tensor_parallel_size >= 1, "tensor_parallel_size", "must be >= 1")
+        if self.kind == "openai":
+            check(bool(self.base_url), "base_url", "kind=openai needs base_url (…/v1)")
+        if self.kind != "none":
+            check(bool(self.model), "model", f"kind={self.kind} needs a model")
+
+
+@dataclass
+class TranslationConfig:
+    """The translator pool and its pass@k budget (paper §4.1.2, App. D.3, Table 15).
+
+    The K candidates of a source text are the first ``pass_at_k`` LLM translators followed by
+    the first ``num_candidates - pass_at_k`` MT models; pass@0 uses MT models only.
+    """
+
+    llm_translators: list[TranslatorConfig] = field(default_factory=list)
+    """LLM translators (pass@k draws from these first), one TranslatorConfig each."""
+    mt_translators: list[TranslatorConfig] = field(default_factory=list)
+    """MT models filling the remaining num_candidates - pass_at_k slots."""
+    pass_at_k: int = 0
+    """k: LLM candidates among the K (Table 15; 0 = MT only). Tables 1-2 are pass@4; 0 here because
+    the default pool is empty (configs/retrieval_qwen3_8b.yaml sets 4)."""
+    num_candidates: int = 4
+    """K: candidates per source text (paper Table 15: T1-T4, so 4)."""
+    critic: CriticConfig = field(default_factory=CriticConfig)
+    """The LLM critic scoring each candidate (``translation.critic.*``)."""
+    store: str = "translations.sqlite"
+    """SQLite store path: a relative path is inside the run's output directory (it may not
+    leave it with '..'); an absolute path points anywhere (logged when used)."""
+    source_max_chars: int = 2000
+    """Longer sources are truncated (with a warning, recorded in the store)."""
+    commit_every: int = 16
+    """Rows written per transaction."""
+
+    def __post_init__(self) -> None:
+        check(self.num_candidates >= 1, "num_candidates", "must be >= 1")
+        check(self.pass_at_k >= 0, "pass_at_k", "must be >= 0 (pass@0 = MT models only)")
+        check(
+            self.pass_at_k <= len(self.llm_translators),
+            "pass_at_k",
+            f"pass@{self.pass_at_k} needs {self.pass_at_k} LLM translators but "
+            f"llm_translators lists {len(self.llm_translators)}; add translators or lower pass_at_k",
+        )
+        check(
+            self.pass_at_k <= self.num_candidates,
+            "pass_at_k",
+            f"must be <= num_candidates ({self.num_candidates})",
+        )
+        names = [t.name for t in self.llm_translators + self.mt_translators]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        check(not dup, "llm_translators", f"translator names must be unique, repeated: {dup}")
+        for t in self.llm_translators:
+            check(t.role == "llm", "llm_translators", f"'{t.name}' has role={t.role}")
+        for t in self.mt_translators:
+            check(t.role == "mt", "mt_translators", f"'{t.name}' has role={t.role}; set role: mt")
+        check(self.source_max_chars >= 16, "source_max_chars", "must be >= 16")
+        check(self.commit_every >= 1, "commit_every", "must be >= 1")
+        problem = output_relative_problem(self.store)
+        check(problem is None, "store", f"{problem}")
+
+    def active_translators(self) -> list[TranslatorConfig]:
+        """The translators of the pass@k budget: k LLMs, then MT models up to K candidates."""
+        mt = self.mt_translators[: max(self.num_candidates - self.pass_at_k, 0)]
+        return self.llm_translators[: self.pass_at_k] + mt
+
+
+class PoolRun(Protocol):
+    """What translating with the pool reads of a run config (a ``RunConfig`` is one)."""
+
+    output_dir: str
+    models: ModelsConfig
+    translation: TranslationConfig
+
+
+@dataclass
+class Pool:
+    """A :class:`PoolRun` outside a whole run (a saved model translating with its own pool)."""
+
+    models: ModelsConfig
+    translation: TranslationConfig
+    output_dir: str = ""
+
+
+class TranslationRun(PoolRun, Protocol):
+    """The parts of a run config the translation stage reads (a ``RunConfig`` is one)."""
+
+    seed: int
+    data: DataConfig
