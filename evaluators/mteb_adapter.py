@@ -79,9 +79,9 @@ import numpy as np
 
 from evaluators.leaderboard import Row, write_leaderboard
 from lira.checkpoint import write_json
-from lira.config import RunConfig
 from lira.encoding import Encoder
 from lira.errors import MissingFileError, UserInputError
+from lira.translation.config import PoolRun
 from lira.translation.runner import check_translated, fill_store
 
 if TYPE_CHECKING:  # mteb is optional (the ``mteb`` extra): its types for annotations only
@@ -532,7 +532,7 @@ def task_sources(tasks: list[AbsTask], work_dir: str | Path) -> dict[str, list[s
             if lang not in ("en", "xx")}  # fmt: skip
 
 
-def translate_tasks(cfg: RunConfig, args: Namespace) -> dict[str, Any]:
+def translate_tasks(cfg: PoolRun, args: Namespace) -> dict[str, Any]:
     """``lira translate CONFIG --mteb TASK[,TASK…]``: fill the run's translation store with the
     pass@k candidates and critic scores of every non-English text of the tasks, so a LiRA model
     evaluated on them later (``lira eval|compare --mteb``) finds them offline."""

@@ -30,8 +30,8 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
+from evaluators.config import EvalRun
 from evaluators.leaderboard import Row
-from lira.config import RunConfig
 
 DASH = "—"
 COUNTRIES = {"BD": "bn", "ID": "id", "MY": "ms", "PK": "ur", "TH": "th", "PH": "tl", "VN": "vi"}
@@ -228,7 +228,7 @@ def render(
     return "\n".join(parts)
 
 
-def write_paper_tables(compare_dir: str | Path, cfg: RunConfig, note: str = "") -> str:
+def write_paper_tables(compare_dir: str | Path, cfg: EvalRun, note: str = "") -> str:
     """Render the tables from the rows under ``compare_dir`` and write ``paper_tables.md``."""
     md = render(
         load_rows(compare_dir),
