@@ -40,7 +40,8 @@ from pathlib import Path
 
 import torch
 
-from lira.baselines.trainer import ContrastiveTrainer, TrainExample, build_examples, recipe
+from lira.baselines.data import TrainExample, build_examples, recipe
+from lira.baselines.trainer import ContrastiveTrainer
 from lira.config import BaselinesConfig, DataConfig, ModelsConfig
 from lira.data.types import Record
 from lira.demo import minilm_folder

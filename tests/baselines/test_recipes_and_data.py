@@ -7,15 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from lira.baselines.trainer import (
+from lira.baselines.data import (
     TrainExample,
     build_examples,
-    english_rows,
-    lancer_texts,
     mine_clear_negatives,
     mine_composition_negatives,
     recipe,
 )
+from lira.baselines.lancer import lancer_texts
+from lira.baselines.method import english_rows
 from lira.config import BaselinesConfig, ConfigError, DataConfig
 from lira.data.splits import load_splits
 

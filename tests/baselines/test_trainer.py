@@ -12,13 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from lira.baselines.trainer import (
-    ContrastiveTrainer,
-    _splits,
-    build_examples,
-    load_baseline,
-    run_baselines,
-)
+from lira.baselines.export import load_baseline
+from lira.baselines.trainer import ContrastiveTrainer, _splits, build_examples, run_baselines
 from lira.cli import main
 from lira.config import BaselinesConfig, DataConfig, RunConfig, save_config
 
