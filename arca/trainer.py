@@ -41,10 +41,11 @@ the ArcaModel folder (see :mod:`arca.model`) + ``trainer_state.{safetensors,json
 optimizers, step, EMA baseline, counters, selection totals, history, the RNG states of every
 process) + ``run_fingerprint.json`` (the config values that shape training,
 :func:`arca.engine.arca_fingerprint`); ``<out>/final/`` = the model folder + ``metrics.json``
-(written by :meth:`ArcaTrainer.finalize`, which ``train`` calls once ``arca.steps`` are done). The last ``keep_checkpoints`` step
-folders are kept. ``--resume`` refuses a checkpoint written with another fingerprint (naming
-the changed keys); a fresh run removes the step folders a previous run left and starts
-``log.jsonl`` anew; a resumed one drops the log rows past its checkpoint's step.
+(:meth:`ArcaTrainer.finalize`, which ``train`` calls once ``arca.steps`` are done). The last
+``keep_checkpoints`` step folders are kept. ``--resume`` refuses a checkpoint written with
+another fingerprint (naming the changed keys) or past ``arca.steps``; a fresh run removes the
+step folders a previous run left and starts ``log.jsonl`` anew; a resumed one drops the log rows
+past its checkpoint's step. Held-out metrics: :mod:`arca.metrics`; the engine: :mod:`arca.engine`.
 """
 
 from __future__ import annotations

@@ -22,14 +22,14 @@ the Arca checkpoint LaSR starts from (fixed for the run). Each step takes
 both summed when both data sets are given (``task: auto``). Evaluation uses an EMA of the
 trained weights (decay warmed up as min(decay, (1 + t)/(10 + t)), a choice recorded here because
 the paper only says "use EMA for evaluation"). A step whose loss or gradient norm is not finite
-is skipped and counted (``nonfinite_steps``), so no NaN reaches the weights. Checkpoints are
-atomic folders ``<output_dir>/lasr/step-XXXXXXXX`` holding net, EMA, optimizer, queues, sampler
-and RNG states (``trainer_state.{safetensors,json}``, no pickle) and the run fingerprint
-(:func:`lasr.engine.lasr_fingerprint`); the last ``keep_checkpoints`` (2) are kept. ``--resume`` continues
-exactly, and refuses a checkpoint written with another fingerprint; a fresh run first removes
-the step folders a previous run left. The final model (EMA weights) is written with
-:meth:`LiRAModel.save_pretrained` to ``<output_dir>/lira-model`` (where ``lira eval`` /
-``lira compare`` look for it), the metrics to ``<output_dir>/lasr/metrics.json``.
+is skipped and counted (``nonfinite_steps``). Checkpoints (the :class:`lira.training.Trainer`
+template) are atomic ``<output_dir>/lasr/step-XXXXXXXX`` folders: net, EMA, optimizer, queues,
+sampler and RNG states (``trainer_state.{safetensors,json}``, no pickle) and the run fingerprint
+(:func:`lasr.engine.lasr_fingerprint`); the last ``keep_checkpoints`` (2) are kept; ``--resume``
+continues exactly and refuses another fingerprint; a fresh run removes a previous run's. The
+final model (EMA weights) goes to ``<output_dir>/lira-model`` (:meth:`LaSRTrainer.finalize`;
+``lira eval`` / ``lira compare`` read it), the metrics to ``<output_dir>/lasr/metrics.json``
+(:func:`lasr.engine.run_lasr`).
 """
 
 from __future__ import annotations
