@@ -7,6 +7,8 @@
 - :func:`reinforce_loss`   L_RL = -log pi(a | c) (R_a - b)                          (Eq. 8)
 - :func:`arca_loss`        L = L_RL + eta L_anchor                                  (Eq. 9)
 - :func:`epsilon1`, :func:`epsilon2`: the training diagnostics of App. D.2 (Eq. 25, 28).
+- :func:`arca_reward`      R_k with the configured weights, less Table 5's ablated critics;
+  :func:`actor_agreement` the share of Actor arg-maxes that are the reward's (a diagnostic).
 
 The paper's REINFORCE has no baseline (b = 0, ``baseline=None``); :func:`reward_baseline`
 offers ``mean`` (the mean reward of the source's own candidates) and ``ema`` (a running mean
@@ -15,8 +17,13 @@ of past sampled rewards) as variance-reduction options.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
+
+if TYPE_CHECKING:
+    from arca.config import ArcaConfig
 
 
 def anchor_loss(e_lr: torch.Tensor, e_en: torch.Tensor) -> torch.Tensor:
@@ -138,3 +145,28 @@ def masked_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 def epsilon2(emb_x: torch.Tensor, emb_y: torch.Tensor) -> torch.Tensor:
     """eps2_hat = E_x [1 - cos(E(x), E(y_hat))] on frozen-LLM mean states (paper 004, Eq. 28)."""
     return (1.0 - F.cosine_similarity(emb_x, emb_y, dim=-1)).mean()
+
+
+def arca_reward(cfg: ArcaConfig, scores: torch.Tensor, sim: torch.Tensor) -> torch.Tensor:
+    """R_k (Eq. 7) with the configured weights, less the terms of a critic that Table 5's
+    ablations remove: ``arca.use_llm_critic: false`` drops 0.1 (alpha s + beta e + gamma p),
+    ``arca.use_embedding_critic: false`` drops delta sim_k. scores [B, K, 3], sim [B, K]."""
+    llm = 1.0 if cfg.use_llm_critic else 0.0
+    return composite_reward(
+        scores,
+        sim,
+        alpha=llm * cfg.alpha,
+        beta=llm * cfg.beta,
+        gamma=llm * cfg.gamma,
+        delta=cfg.delta if cfg.use_embedding_critic else 0.0,
+    )
+
+
+def actor_agreement(
+    logits: torch.Tensor, rewards: torch.Tensor, mask: torch.Tensor
+) -> torch.Tensor:
+    """Share of sources whose Actor arg-max is the arg-max of the reward R_k (Eq. 7): 1 when the
+    Actor has learned what it is trained for; a diagnostic on training batches, no labels."""
+    low = torch.finfo(rewards.dtype).min
+    best = rewards.masked_fill(~mask.bool(), low).argmax(-1)
+    return (logits.argmax(-1) == best).float().mean()

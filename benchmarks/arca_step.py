@@ -23,8 +23,9 @@ from pathlib import Path
 import torch
 
 from arca.config import ArcaConfig
+from arca.data import ArcaItem, StoreCandidates, build_items
 from arca.model import ArcaModel
-from arca.trainer import ArcaItem, ArcaTrainer, StoreCandidates, build_items
+from arca.trainer import ArcaTrainer
 from lira.config import from_dict, to_dict
 from lira.data.types import Record
 from lira.models import load_backbone, load_encoder

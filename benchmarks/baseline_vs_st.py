@@ -42,7 +42,8 @@ import torch
 
 from lira.baselines.clear import ClearConfig
 from lira.baselines.config import BaselinesConfig
-from lira.baselines.trainer import ContrastiveTrainer, TrainExample, build_examples, recipe
+from lira.baselines.data import TrainExample, build_examples, recipe
+from lira.baselines.trainer import ContrastiveTrainer
 from lira.config import DataConfig, ModelsConfig
 from lira.data.types import Record
 from lira.demo import minilm_folder

@@ -305,9 +305,9 @@ def _run(args: Namespace, lasr_steps: int, arca_steps: int) -> list[StageCost]:
     out = Path(args.out or tmp.name)  # type: ignore[union-attr]
     cfg = bench_config(out, args.tiny, lasr_steps, arca_steps, args.data)
 
-    from arca.trainer import run_arca
+    from arca.engine import run_arca
     from evaluators.compare import run_compare
-    from lasr.trainer import run_lasr
+    from lasr.engine import run_lasr
     from lira.translation.runner import run_translate
 
     run_args = Namespace(resume=False)

@@ -31,11 +31,13 @@ transformer into one embedding ẑ; it does not say how English keeps its qualit
 
 A disabled stream (Table 5 ablation "– multi-enc") is an off block, so the dimension never
 changes. ``logit_scale`` is a learned inverse temperature of LaSR's ranking loss (the block
-weights no longer have to double as one).
+weights no longer have to double as one). :class:`HeadEMA` is the exponential moving average of
+the trained net that LaSR evaluates and saves.
 """
 
 from __future__ import annotations
 
+import copy
 import math
 
 import torch
@@ -315,3 +317,41 @@ def unpack(packed: Tensor, d_en: int, d_g: int) -> tuple[Tensor, Tensor, Tensor,
     e_en, e_raw, rest = packed[:, :d_en], packed[:, d_en : 2 * d_en], packed[:, 2 * d_en :]
     g, feats = rest[:, :-GATE_FEATURES], rest[:, -GATE_FEATURES:]
     return e_en, g.reshape(len(packed), -1, d_g), feats, e_raw
+
+
+class HeadEMA:
+    """Exponential moving average of a module's parameters and buffers (for evaluation)."""
+
+    def __init__(self, module: torch.nn.Module, decay: float) -> None:
+        self.decay = decay
+        self.updates = 0
+        self.shadow = copy.deepcopy(module).eval()
+        self.frozen = {n for n, p in module.named_parameters() if not p.requires_grad}
+        for p in self.shadow.parameters():
+            p.requires_grad_(False)
+
+    @torch.no_grad()
+    def update(self, module: torch.nn.Module) -> None:
+        """shadow ← d·shadow + (1 − d)·module, d = min(decay, (1 + t)/(10 + t)); frozen
+        parameters and integer buffers are copied (so they stay bit-identical)."""
+        self.updates += 1
+        d = min(self.decay, (1 + self.updates) / (10 + self.updates))
+        live = module.state_dict()
+        for name, s in self.shadow.state_dict().items():
+            if s.dtype.is_floating_point and name not in self.frozen:
+                s.mul_(d).add_(live[name].detach(), alpha=1 - d)
+            else:
+                s.copy_(live[name])
+
+    def snapshot(self) -> dict[str, Tensor]:
+        """A detached copy of the shadow weights (a checkpoint kept in memory)."""
+        return {k: v.detach().clone() for k, v in self.shadow.state_dict().items()}
+
+    def state_dict(self) -> dict[str, object]:
+        """Shadow weights and update count."""
+        return {"shadow": self.shadow.state_dict(), "updates": self.updates}
+
+    def load_state_dict(self, state: dict[str, dict[str, Tensor] | int]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.shadow.load_state_dict(state["shadow"])
+        self.updates = int(state["updates"])

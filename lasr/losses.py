@@ -4,7 +4,8 @@
   with average ties), :func:`soft_spearman` (Eq. 33) and :func:`corr_loss` (Eq. 34): the
   ranking (STS) objective on the concatenation [history; batch] of the CorrQueue.
 - :func:`soft_ndcg_loss` (Eq. 35-44): listwise soft nDCG@k over a candidate list per query,
-  with safe negatives, a top-1 hinge and a mean/variance regulariser.
+  with safe negatives, a top-1 hinge and a mean/variance regulariser; :func:`ranking_loss`
+  applies it with ``lasr.*``'s score scaling and weights.
 
 Memory: every function builds at most one pairwise matrix per list ([N, N] for the
 correlation loss over N = K + B items, [Q, C, C] for soft nDCG over Q lists of C candidates),
@@ -25,9 +26,13 @@ Decisions where the paper is silent or ambiguous (see also docs/design.md "LaSR"
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 import torch
 from torch import Tensor
-from torch.autograd.function import FunctionCtx
+
+if TYPE_CHECKING:
+    from lasr.config import LaSRConfig
 
 
 def pearson(a: Tensor, b: Tensor, eps: float = 1e-8) -> Tensor:
@@ -50,7 +55,7 @@ class _PairwiseSigmoidSum(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: FunctionCtx, x: Tensor, w: Tensor, tau: float, chunk: int) -> Tensor:
+    def forward(ctx: Any, x: Tensor, w: Tensor, tau: float, chunk: int) -> Tensor:
         ctx.save_for_backward(x, w)
         ctx.tau, ctx.chunk = tau, chunk
         out = torch.empty_like(x)
@@ -60,7 +65,7 @@ class _PairwiseSigmoidSum(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx: FunctionCtx, g: Tensor) -> tuple[Tensor, None, None, None]:
+    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None, None, None]:
         x, w = ctx.saved_tensors
         tau, chunk = ctx.tau, ctx.chunk
         grad = torch.empty_like(x)
@@ -234,3 +239,24 @@ __all__ = [
     "soft_spearman",
     "standardize_rows",
 ]
+
+
+def ranking_loss(
+    scores: Tensor, mask: Tensor, cfg: LaSRConfig, log_scale: Tensor | None = None
+) -> Tensor:
+    """Soft nDCG@k (+ hinge, mean/variance; Eq. 35-44) of [positive, negatives] scores
+    [B, 1 + M] with ``lasr.*``'s settings, standardised (``scale_free``) or scaled
+    (``score_scale``), times the learned inverse temperature exp(``log_scale``) if given."""
+    labels = torch.zeros_like(scores)
+    labels[:, 0] = 1
+    if cfg.scale_free:
+        scores = standardize_rows(scores, mask, cfg.score_std)
+    else:
+        scores = cfg.score_scale * scores
+    if log_scale is not None:
+        scores = scores * log_scale.exp()
+    return soft_ndcg_loss(
+        scores, labels, k=cfg.ndcg_k, tau=cfg.tau, tau_k=cfg.tau_k, delta=cfg.safe_delta,
+        beta=cfg.safe_beta, gamma=cfg.hinge_gamma, nu=cfg.mv_nu, lambda_h=cfg.lambda_h,
+        lambda_r=cfg.lambda_r, safe_negatives=cfg.safe_negatives, mask=mask,
+    )  # fmt: skip

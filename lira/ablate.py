@@ -13,8 +13,8 @@ seeds as the full model, in ``<output_dir>/ablations/<row>/``:
 What each switch removes is documented on its config field (``lira arca --help``, ``lira lasr
 --help``). A row whose Arca config equals an earlier row's (every LaSR-only row: the full
 row's) shares that Arca (``run_lasr(arca_dir=…)``) instead of training a copy; ``full`` always
-runs (the deltas are against it). The engines are the ordinary ones (``arca.trainer:run_arca``,
-``lasr.trainer:run_lasr``); the evaluation is the LiRA model's only (no backbone, no
+runs (the deltas are against it). The engines are the ordinary ones (``arca.engine:run_arca``,
+``lasr.engine:run_lasr``); the evaluation is the LiRA model's only (no backbone, no
 baselines), through ``evaluators.runner`` on the held-out split.
 
 Translations: every row reads the main run's store (``translation.store`` of the config, under
@@ -141,8 +141,8 @@ def _mark(folder: Path, stage: str, fingerprint: str, **extra: str) -> None:
 
 def train_rows(cfg: RunConfig, rows: list[AblationRow], store: Path) -> dict[str, TrainedRow]:
     """Train Arca (unless shared) and LaSR for every row; {row: {config, arca_dir}}."""
-    run_arca = load_engine("arca.trainer:run_arca")
-    run_lasr = load_engine("lasr.trainer:run_lasr")
+    run_arca = load_engine("arca.engine:run_arca")
+    run_lasr = load_engine("lasr.engine:run_lasr")
     args = Namespace(resume=False)
     arcas: dict[str, Path] = {}  # Arca fingerprint -> trained folder
     out: dict[str, TrainedRow] = {}

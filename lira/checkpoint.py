@@ -37,7 +37,7 @@ import re
 import shutil
 import socket
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict
 from pathlib import Path
@@ -48,6 +48,8 @@ import numpy as np
 from lira.errors import LiRAError, MissingFileError
 
 if TYPE_CHECKING:
+    from torch import Tensor
+
     from lira.translation.config import PoolRun
 
 log = logging.getLogger(__name__)
@@ -167,7 +169,7 @@ def disk_full(final: str | Path, written: int = 0) -> CheckpointError:
     )
 
 
-def json_safe(obj: Any) -> Any:
+def json_safe(obj: object) -> object:
     """``obj`` with NaN/±inf floats replaced by None and NumPy scalars/arrays made plain."""
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else None
@@ -182,12 +184,12 @@ def json_safe(obj: Any) -> Any:
     return obj
 
 
-def dumps_json(data: Any, indent: int | None = 2) -> str:
+def dumps_json(data: object, indent: int | None = 2) -> str:
     """Strict JSON text of ``data`` (non-finite floats become null, never bare NaN)."""
     return json.dumps(json_safe(data), indent=indent, sort_keys=False, allow_nan=False)
 
 
-def write_json(path: str | Path, data: Any) -> None:
+def write_json(path: str | Path, data: object) -> None:
     """Write strict JSON atomically (temp file + rename); NaN/inf are written as null."""
     path = Path(path)
     text = dumps_json(data)
@@ -486,7 +488,7 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-def _encode(obj: Any, tensors: dict[str, Any], where: str, seen: set[int]) -> Any:
+def _encode(obj: object, tensors: dict[str, Tensor], where: str, seen: set[int]) -> object:
     import torch
 
     if obj is None or isinstance(obj, (bool, str)):
@@ -532,7 +534,7 @@ def _encode(obj: Any, tensors: dict[str, Any], where: str, seen: set[int]) -> An
     )
 
 
-def _decode(obj: Any, tensors: dict[str, Any], where: str) -> Any:
+def _decode(obj: object, tensors: dict[str, Tensor], where: str) -> object:
     if isinstance(obj, list):
         return [_decode(v, tensors, where) for v in obj]
     if not isinstance(obj, dict):
@@ -559,11 +561,11 @@ def _decode(obj: Any, tensors: dict[str, Any], where: str) -> Any:
     return {k: _decode(v, tensors, where) for k, v in obj.items()}
 
 
-def _as_key(k: Any) -> Any:
+def _as_key(k: object) -> object:
     return tuple(_as_key(x) for x in k) if isinstance(k, list) else k
 
 
-def save_state(folder: str | Path, state: Any, name: str = STATE_NAME) -> None:
+def save_state(folder: str | Path, state: object, name: str = STATE_NAME) -> None:
     """Write ``state`` as ``<name>.safetensors`` (tensors) + ``<name>.json`` (the rest).
 
     ``state`` may nest dicts (any hashable keys, e.g. optimizer ``state_dict()``), lists,
@@ -573,7 +575,7 @@ def save_state(folder: str | Path, state: Any, name: str = STATE_NAME) -> None:
     from safetensors.torch import save_file
 
     folder = Path(folder)
-    tensors: dict[str, Any] = {}
+    tensors: dict[str, Tensor] = {}
     doc = {"format": STATE_FORMAT, "state": _encode(state, tensors, "state", set())}
     bad = _nonfinite_names(tensors)
     if bad:
@@ -593,7 +595,7 @@ def save_state(folder: str | Path, state: Any, name: str = STATE_NAME) -> None:
     (folder / f"{name}.json").write_text(json.dumps(doc, allow_nan=False), encoding="utf-8")
 
 
-def _nonfinite_names(tensors: Mapping[str, Any]) -> list[str]:
+def _nonfinite_names(tensors: Mapping[str, Tensor]) -> list[str]:
     """The names of the floating-point tensors that hold NaN or inf."""
     import torch
 
@@ -604,7 +606,7 @@ def _nonfinite_names(tensors: Mapping[str, Any]) -> list[str]:
     ]
 
 
-def _tensor_paths(obj: Any, where: str, out: dict[str, str]) -> dict[str, str]:
+def _tensor_paths(obj: object, where: str, out: dict[str, str]) -> dict[str, str]:
     """{tensor name: where it sits in the state} of an encoded state (for messages)."""
     if isinstance(obj, list):
         for i, v in enumerate(obj):
@@ -655,7 +657,7 @@ def load_state(folder: str | Path, name: str = STATE_NAME) -> Any:
         raise CheckpointError(f"{folder / f'{name}.json'} is damaged ({e}); {fix}") from None
 
 
-def load_safetensors(path: str | Path, device: str = "cpu") -> dict[str, Any]:
+def load_safetensors(path: str | Path, device: str = "cpu") -> dict[str, Tensor]:
     """The tensors of a ``.safetensors`` file; a missing or damaged file names itself and the fix."""
     from safetensors import SafetensorError
     from safetensors.torch import load_file
@@ -695,7 +697,7 @@ def load_torch_safe(path: str | Path) -> Any:
         ) from None
 
 
-def rng_state() -> dict[str, Any]:
+def rng_state() -> dict[str, object]:
     """The Python, NumPy and torch RNG states (to restore on resume)."""
     import torch
 
@@ -773,7 +775,7 @@ _RUNTIME_KEYS = frozenset({"base_url", "api_key_env", "batch_size", "max_concurr
 """Translator / critic fields that change how fast candidates come, not which ones."""
 
 
-def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
+def _flatten(obj: object, prefix: str, out: dict[str, object]) -> dict[str, object]:
     if isinstance(obj, dict):
         for k, v in obj.items():
             _flatten(v, f"{prefix}.{k}" if prefix else str(k), out)
@@ -785,22 +787,25 @@ def _flatten(obj: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def run_fingerprint(stage: str, sections: dict[str, Any], skip: Any = ()) -> dict[str, Any]:
+def run_fingerprint(
+    stage: str, sections: Mapping[str, object], skip: Iterable[str] = ()
+) -> dict[str, object]:
     """``{"format", "stage", "hash", "config"}`` of the config values that shape ``stage``.
 
     ``sections`` maps a name to a config dataclass or mapping; ``config`` is the flattened
     ``{dotted key: value}`` (minus the dotted keys in ``skip``), ``hash`` a short digest of it.
     """
-    flat: dict[str, Any] = {}
+    flat: dict[str, object] = {}
     for name, sec in sections.items():
         _flatten(asdict(sec) if hasattr(sec, "__dataclass_fields__") else sec, name, flat)
-    flat = {k: v for k, v in sorted(flat.items()) if k not in set(skip)}
+    skipped = set(skip)
+    flat = {k: v for k, v in sorted(flat.items()) if k not in skipped}
     blob = json.dumps(flat, sort_keys=True, default=str)
     digest = hashlib.sha256(blob.encode()).hexdigest()[:16]
     return {"format": FINGERPRINT_FORMAT, "stage": stage, "hash": digest, "config": flat}
 
 
-def models_fields(cfg: PoolRun) -> dict[str, Any]:
+def models_fields(cfg: PoolRun) -> dict[str, object]:
     """``models.*`` without the fields that only say where models are cached."""
     d = asdict(cfg.models)
     for k in ("cache_dir", "encoder_cache"):
@@ -808,12 +813,12 @@ def models_fields(cfg: PoolRun) -> dict[str, Any]:
     return d
 
 
-def translation_fields(cfg: PoolRun) -> dict[str, Any]:
+def translation_fields(cfg: PoolRun) -> dict[str, object]:
     """The ``translation.*`` values that decide the training candidates and their scores: the
     active translators (pass@k) and the critic, without endpoints, keys and batch sizes."""
     tc = cfg.translation
 
-    def plain(obj: Any) -> dict[str, Any]:
+    def plain(obj: object) -> dict[str, object]:
         return {k: v for k, v in asdict(obj).items() if k not in _RUNTIME_KEYS}
 
     return {
@@ -826,13 +831,13 @@ def translation_fields(cfg: PoolRun) -> dict[str, Any]:
     }
 
 
-def write_fingerprint(folder: str | Path, fingerprint: dict[str, Any]) -> None:
+def write_fingerprint(folder: str | Path, fingerprint: Mapping[str, object]) -> None:
     """Store ``fingerprint`` in a checkpoint folder being written (inside ``atomic_dir``)."""
     (Path(folder) / FINGERPRINT_FILE).write_text(json.dumps(fingerprint, indent=1),
                                                  encoding="utf-8")  # fmt: skip
 
 
-def read_fingerprint(folder: str | Path) -> dict[str, Any] | None:
+def read_fingerprint(folder: str | Path) -> dict[str, object] | None:
     """The fingerprint stored in a checkpoint folder; None when absent or unreadable."""
     path = Path(folder) / FINGERPRINT_FILE
     try:
@@ -843,7 +848,9 @@ def read_fingerprint(folder: str | Path) -> dict[str, Any] | None:
     return data if ok else None
 
 
-def fingerprint_changes(old: dict[str, Any], new: dict[str, Any], limit: int = 6) -> str:
+def fingerprint_changes(
+    old: Mapping[str, object], new: Mapping[str, object], limit: int = 6
+) -> str:
     """``key: old -> new`` for the config values that differ (at most ``limit`` named)."""
     a, b = old.get("config", {}), new.get("config", {})
     keys = sorted(k for k in set(a) | set(b) if a.get(k, "<unset>") != b.get(k, "<unset>"))
@@ -853,7 +860,7 @@ def fingerprint_changes(old: dict[str, Any], new: dict[str, Any], limit: int = 6
     return "; ".join(parts) or "a value outside the compared keys"
 
 
-def check_fingerprint(folder: str | Path, fingerprint: dict[str, Any], what: str) -> None:
+def check_fingerprint(folder: str | Path, fingerprint: Mapping[str, object], what: str) -> None:
     """Refuse (``CheckpointError``) to resume ``folder`` unless it was written with the same
     training config as ``fingerprint``; the message names the changed keys and the fix."""
     folder = Path(folder)
@@ -876,7 +883,9 @@ def check_fingerprint(folder: str | Path, fingerprint: dict[str, Any], what: str
         )
 
 
-def clear_previous_run(root: str | Path, fingerprint: dict[str, Any], what: str) -> list[Path]:
+def clear_previous_run(
+    root: str | Path, fingerprint: Mapping[str, object], what: str
+) -> list[Path]:
     """Remove the ``step-*`` folders a previous run left under ``root`` before a fresh run.
 
     A fresh run starts at step 0: older checkpoints (of this config or another) would otherwise
@@ -898,7 +907,7 @@ def clear_previous_run(root: str | Path, fingerprint: dict[str, Any], what: str)
     return old
 
 
-def all_finite(*values: Any) -> bool:
+def all_finite(*values: object) -> bool:
     """True when every value (tensor, number or None = finite) is finite: the trainers skip a
     step otherwise, so no NaN/inf reaches the weights, the optimizer state or a checkpoint."""
     import torch

@@ -1,10 +1,12 @@
-"""The trainers' shared accelerate setup: trackers from ``report_to`` and a clear error."""
+"""The trainers' shared base and accelerate setup: one Trainer contract for every trainer,
+trackers from ``report_to`` and a clear error."""
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
 import inspect
+from pathlib import Path
 
 import pytest
 from accelerate import Accelerator
@@ -14,7 +16,7 @@ from lira.baselines.clear import ClearConfig
 from lira.baselines.config import BaselinesConfig
 from lira.config import ConfigError, DataConfig
 from lira.runconfig import RunConfig
-from lira.training import adamw_kwargs, log_metrics, make_accelerator
+from lira.training import Trainer, TrainResult, adamw_kwargs, log_metrics, make_accelerator
 
 
 class Recorder(GeneralTracker):
@@ -66,14 +68,48 @@ def _trainers() -> list[type]:
     return [ArcaTrainer, LaSRTrainer, ContrastiveTrainer]
 
 
+def _subclasses(cls: type) -> set[type]:
+    return {c for s in cls.__subclasses__() for c in (s, *_subclasses(s))}
+
+
+def test_every_trainer_subclass_is_covered():
+    """The contract below runs over every Trainer subclass there is."""
+    assert _subclasses(Trainer) == set(_trainers())
+
+
 @pytest.mark.parametrize("trainer", _trainers(), ids=lambda c: c.__name__)
 def test_every_trainer_has_the_one_contract(trainer):
-    """XTrainer(cfg, model, ..., output_dir); train(resume=False); finalize() -> Path."""
+    """A Trainer: XTrainer(cfg, model, ..., output_dir); train(resume=False, steps=None) ->
+    TrainResult; finalize() -> Path; one accelerator attribute; no lifecycle of its own."""
+    assert issubclass(trainer, Trainer)
     init = inspect.signature(trainer.__init__).parameters
     assert list(init)[1:3] == ["cfg", "model"] and "output_dir" in init
+    assert inspect.signature(trainer.train) == inspect.signature(Trainer.train)
     train = list(inspect.signature(trainer.train).parameters.values())
-    assert train[1].name == "resume" and train[1].default is False
+    assert [p.name for p in train] == ["self", "resume", "steps"] and train[1].default is False
+    assert "TrainResult" in str(inspect.signature(trainer.train).return_annotation)
+    assert list(inspect.signature(trainer.finalize).parameters) == ["self"]
     assert "Path" in str(inspect.signature(trainer.finalize).return_annotation)
+    for inherited in ("train", "resume", "save_checkpoint", "clip_and_step", "start_fresh"):
+        assert getattr(trainer, inherited) is getattr(Trainer, inherited), inherited
+    for hook in ("train_step", "checkpoint_state", "load_checkpoint_state", "finalize"):
+        assert getattr(trainer, hook) is not getattr(Trainer, hook), hook
+
+
+def test_trainer_files_leave_checkpoints_to_the_base():
+    """Only lira/training.py reads and writes checkpoints (lira.checkpoint)."""
+    root = Path(__file__).resolve().parents[1]
+    files = [root / "arca" / "trainer.py", root / "lasr" / "trainer.py"]
+    files += sorted((root / "lira" / "baselines").glob("*.py"))
+    users = [f.name for f in files if "lira.checkpoint" in f.read_text(encoding="utf-8")]
+    assert users == []
+
+
+def test_train_result_reads_as_its_summary_and_history():
+    r = TrainResult(step=3, history=[1.0, 2.0, 3.0], nonfinite_steps=1, summary={"eval": {}})
+    assert len(r) == 3 and r["step"] == 3 and r["eval"] == {} and r["nonfinite_steps"] == 1
+    with pytest.raises(KeyError):
+        r["missing"]
 
 
 def test_the_baseline_optimizer_is_fused_or_foreach():
@@ -118,7 +154,9 @@ def test_the_baseline_trainer_honours_report_to_and_max_grad_norm(models_config,
 
     acc.clip_grad_norm_ = clip
     t = trainer(bc, accelerator=acc)
-    assert t.train() == t.history and t.step == 3
+    result = t.train()
+    assert isinstance(result, TrainResult) and result.history == t.history and t.step == 3
+    assert result.step == 3 and result.nonfinite_steps == 0
     assert [step for _, step in rec.rows] == [1, 3]  # every 10th step and the last
     assert all(set(row) == {"loss", "lr"} for row, _ in rec.rows)
     assert clips == [0.25] * 3

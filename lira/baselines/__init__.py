@@ -6,7 +6,9 @@
   compositions, GIST guided loss and weight-averaged merging (paper 001).
 - :mod:`~lira.baselines.lancer`: LANCER language-concept erasure (paper 002).
 - :mod:`~lira.baselines.jsd`: JSD alignment + reversed InfoNCE (paper 003).
-- :mod:`~lira.baselines.trainer`: the one contrastive trainer and the ``lira baseline`` engine.
+- :mod:`~lira.baselines.trainer`: the one contrastive trainer (a :class:`lira.training.Trainer`)
+  and the ``lira baseline`` engine; :mod:`~lira.baselines.data` its training rows, mined
+  negatives and recipes; :mod:`~lira.baselines.export` the saved, loadable baseline folders.
 - :mod:`~lira.baselines.method` + :mod:`~lira.baselines.registry`: what a method is (recipe,
   data, batches, loss; each paper's file defines its ``METHOD`` and its recipe dataclass) and
   the name -> method table.

@@ -13,8 +13,9 @@ line, exits 1 and writes nothing).
 writes a loadable HF folder: config.json + model.safetensors + tokenizer files + the lira
 json of the first checkpoint.
 
-:data:`METHOD` is the ``merging`` baseline (its own training loop: one or two
-:data:`GIST` fine-tunes, then the average), :data:`GIST` the objective of each fine-tune.
+:data:`METHOD` is the ``merging`` baseline: one or two :data:`GIST` fine-tunes, each a
+:class:`~lira.baselines.trainer.ContrastiveTrainer` run (the :class:`lira.training.Trainer`
+loop), then the average; :data:`GIST` is the objective of each fine-tune.
 """
 
 from __future__ import annotations
@@ -36,9 +37,9 @@ from torch import Tensor
 from lira.baselines.composition import build_composition, gist_features, gist_loss
 from lira.baselines.config import RecipeConfig, check_negatives
 from lira.baselines.method import BaselineMethod, english_rows
-from lira.checkpoint import atomic_dir
 from lira.config import check
 from lira.errors import UserInputError
+from lira.training import atomic_dir
 
 log = logging.getLogger(__name__)
 
@@ -254,11 +255,11 @@ class MergingMethod(BaselineMethod):
     ) -> dict[str, Any]:
         from accelerate.utils import set_seed
 
+        from lira.baselines.export import save_baseline
         from lira.baselines.trainer import (
             ContrastiveTrainer,
             baseline_fingerprint,
             fixed_batches,
-            save_baseline,
             train_stats,
         )
         from lira.data.types import ParallelData
@@ -294,11 +295,12 @@ class MergingMethod(BaselineMethod):
             trainer = ContrastiveTrainer(
                 bc, load_backbone(cfg.models), "gist", examples, [], part_dir,
                 models_cfg=cfg.models, fingerprint=fingerprint, composition=comp, guide=guide,
+                meta={"composition": name},
             )  # fmt: skip
             fixed = fixed_batches(trainer, bc.seed)
             before = trainer.measure(fixed)
             trainer.train()
-            trainer.finalize({"composition": name})
+            trainer.finalize()
             model = trainer.backbone
             after = trainer.measure(fixed)
             parts[name] = train_stats(trainer, before, after, part_dir)

@@ -18,7 +18,7 @@ from .conftest import noisy
 
 @pytest.mark.slow
 def test_run_arca_reads_the_store_and_writes_a_checkpoint(models_config, tmp_path):
-    from arca.trainer import run_arca
+    from arca.engine import run_arca
     from lira.data.splits import load_splits
     from lira.translation.runner import store_path
     from lira.translation.store import TranslationStore
@@ -57,7 +57,7 @@ def test_run_arca_reads_the_store_and_writes_a_checkpoint(models_config, tmp_pat
 
 
 def test_run_arca_without_a_store_is_a_clear_error(models_config, tmp_path):
-    from arca.trainer import run_arca
+    from arca.engine import run_arca
 
     cfg = RunConfig(output_dir=str(tmp_path), models=models_config)
     with pytest.raises(FileNotFoundError, match="lira translate"):

@@ -32,7 +32,7 @@ def test_training_lowers_anchor_loss_and_raises_heldout_cos(build_model, xquad_p
     trainer = ArcaTrainer(cfg, build_model(cfg), train, tmp_path / "arca", eval_items=held)
     before = trainer.evaluate(held)
     torch.manual_seed(1)
-    summary = trainer.train()
+    summary = trainer.train().summary
     after = summary["eval"]
     first = sum(h["l_anchor"] for h in trainer.history[:5]) / 5
     last = sum(h["l_anchor"] for h in trainer.history[-5:]) / 5
@@ -97,7 +97,7 @@ def test_policy_moves_toward_the_best_translator(build_model, xquad_pairs, tmp_p
     )  # fmt: skip
     trainer = ArcaTrainer(cfg, build_model(cfg), items, tmp_path / "arca")
     torch.manual_seed(3)
-    trainer.train(stop_after=10)
+    trainer.train(steps=10)
     early = trainer.selection_share().get("good", 0.0)
     counts_early = dict(trainer.selection)
     trainer.train()

@@ -9,16 +9,16 @@ import pytest
 
 from lira.baselines.clear import ClearConfig
 from lira.baselines.config import BaselinesConfig
-from lira.baselines.merging import MergingConfig
-from lira.baselines.trainer import (
+from lira.baselines.data import (
     TrainExample,
     build_examples,
-    english_rows,
-    lancer_texts,
     mine_clear_negatives,
     mine_composition_negatives,
     recipe,
 )
+from lira.baselines.lancer import lancer_texts
+from lira.baselines.merging import MergingConfig
+from lira.baselines.method import english_rows
 from lira.config import ConfigError, DataConfig, from_dict
 from lira.data.splits import load_splits
 

@@ -13,13 +13,8 @@ import pytest
 import torch
 
 from lira.baselines.config import BaselinesConfig
-from lira.baselines.trainer import (
-    ContrastiveTrainer,
-    _splits,
-    build_examples,
-    load_baseline,
-    run_baselines,
-)
+from lira.baselines.export import load_baseline
+from lira.baselines.trainer import ContrastiveTrainer, _splits, build_examples, run_baselines
 from lira.cli import main
 from lira.config import DataConfig, from_dict, save_config
 from lira.runconfig import RunConfig

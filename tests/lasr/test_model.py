@@ -178,7 +178,7 @@ def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
 
 def test_lasr_streams_never_use_train_only_references(stack):
     """LaSR trains on the translations inference sees: gold (train-only) English is Arca's anchor."""
-    from lasr.trainer import build_bank
+    from lasr.banks import build_bank
 
     model, store, _ = stack
     gold = next(t for t in model.translation_cfg.mt_translators if t.train_only)

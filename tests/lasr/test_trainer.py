@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from lasr.config import LaSRConfig
+from lasr.engine import run_lasr
 from lasr.model import LiRAModel
-from lasr.trainer import LaSRTrainer, run_lasr
+from lasr.trainer import LaSRTrainer
 from lira.checkpoint import latest_checkpoint
 from lira.config import DataConfig
 from lira.data.splits import load_splits
@@ -249,7 +250,7 @@ def test_run_lasr_engine_writes_loadable_model(tmp_path, models_config, caplog):
         translation=TranslationConfig(mt_translators=[ref], num_candidates=1),
         lasr=LaSRConfig(steps=3, task="retrieval", **{**SMALL, "batch_size": 8}),
     )
-    with caplog.at_level(logging.WARNING, logger="lasr.trainer"):
+    with caplog.at_level(logging.WARNING, logger="lasr.engine"):
         summary = run_lasr(cfg, Namespace(resume=False))
     assert summary["steps"] == 3 and "ndcg@10" in summary["after"]["retrieval"]
     # train questions were translated through the store, validation ones were not; LaSR never
@@ -342,7 +343,7 @@ def test_whole_corpus_negatives_are_the_hand_top_k(demo, tmp_path, monkeypatch):
     seen = {}
     monkeypatch.setattr(tr, "_ranking_loss", lambda net, s, m: seen.update(s=s.detach(), m=m))
     tr.retrieval_loss()
-    net = tr.acc.unwrap_model(tr.net).eval()
+    net = tr.accelerator.unwrap_model(tr.net).eval()
     with torch.no_grad():
         zd = net(*tr.dbank.streams.tensors())
         order = seen["s"]

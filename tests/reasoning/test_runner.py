@@ -69,7 +69,7 @@ def _import_gold(cfg: RunConfig) -> dict[str, list[str]]:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory, demo_cache):
     """A run folder with the gold store and a 2-step Arca trained with the tiny LM as h."""
-    from arca.trainer import run_arca
+    from arca.engine import run_arca
 
     tmp_path = tmp_path_factory.mktemp("reason")
     english = _import_gold(_config(tmp_path, demo_cache))

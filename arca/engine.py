@@ -1,0 +1,101 @@
+"""The engine of ``lira arca``: build the items from the translation store, train, summarise.
+
+:func:`run_arca` trains on the configured data and writes ``<output_dir>/arca/`` (the
+:class:`~arca.trainer.ArcaTrainer` checkpoints, ``final/`` and ``summary.json``);
+:func:`arca_fingerprint` is the run fingerprint its checkpoints hold.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from argparse import Namespace
+from pathlib import Path
+
+from arca.config import ArcaRun
+from arca.data import StoreCandidates, build_items, gold_eval_items, held_out_sources, rounded
+from arca.model import ArcaModel
+from arca.trainable import check_encoder_training
+from arca.trainer import ARCA_UNSHAPING, ArcaTrainer
+from lira.checkpoint import write_json
+from lira.data.splits import load_splits
+from lira.models import load_backbone, load_encoder
+from lira.training import config_fingerprint
+from lira.translation.runner import store_path
+from lira.translation.store import TranslationStore
+
+log = logging.getLogger(__name__)
+
+
+def arca_fingerprint(cfg: ArcaRun) -> dict[str, object]:
+    """The config values that shape Arca's training: ``models.*`` (less cache settings),
+    ``data.*``, the candidate-deciding ``translation.*`` fields and ``arca.*`` (less
+    :data:`~arca.trainer.ARCA_UNSHAPING`)."""
+    sections = ("models", "data", "translation", "arca")
+    return config_fingerprint("arca", cfg, sections, ARCA_UNSHAPING)
+
+
+def run_arca(cfg: ArcaRun, args: Namespace | None = None) -> dict[str, object]:
+    """Engine of ``lira arca``: train on the configured data, write ``<output_dir>/arca/``."""
+    from accelerate.utils import set_seed
+
+    ac = cfg.arca
+    out = Path(cfg.output_dir) / "arca"
+    path = store_path(cfg)
+    if not ac.online_translation and not path.is_file():
+        raise FileNotFoundError(
+            f"translation store {path} not found; run `lira translate` first or set "
+            "arca.online_translation=true"
+        )
+    store = TranslationStore(path, commit_every=cfg.translation.commit_every)
+    active = cfg.translation.active_translators()
+    if not active:
+        raise ValueError(
+            "translation.* names no active translator (pass@k LLMs + MT models); Arca needs "
+            "at least one candidate source"
+        )
+    train_fetch = StoreCandidates(cfg, store, active, ac.online_translation)
+    eval_fetch = StoreCandidates(
+        cfg, store, [t for t in active if not t.train_only], ac.online_translation
+    )
+    splits = load_splits(cfg.data)
+    train_items = build_items(splits.train_sources, train_fetch, ac.online_translation)
+    eval_items = build_items(held_out_sources(splits), eval_fetch, ac.online_translation)
+    set_seed(ac.seed)
+    backbone = load_backbone(cfg.models)
+    encoder = load_encoder(cfg.models)
+    model = ArcaModel.from_config(cfg.models, ac, backbone=backbone, encoder=encoder)
+    check_encoder_training(encoder, ac)
+    if not ac.train_encoder:
+        model.attach_g_cache(cfg.output_dir)
+    trainer = ArcaTrainer(
+        ac,
+        model,
+        train_items,
+        out,
+        eval_items=eval_items,
+        candidate_fn=train_fetch if ac.online_translation else None,
+        eval_candidate_fn=eval_fetch if ac.online_translation else None,
+        fingerprint=arca_fingerprint(cfg),
+    )
+    resume = bool(getattr(args, "resume", False))
+    before: dict[str, object] = {}
+    if trainer.eval_items and not resume:
+        before = trainer.evaluate(trainer.eval_items)
+        if trainer.accelerator.is_main_process:
+            log.info("Arca held-out before training: %s", json.dumps(rounded(before)))
+    trainer.replay_eval = bool(trainer.eval_items)  # a fresh run evaluates first (above)
+    set_seed(ac.seed + trainer.accelerator.process_index)
+    summary = dict(trainer.train(resume=resume).summary)
+    summary["eval_before"] = before
+    gold = gold_eval_items(splits)
+    if gold:  # the anchor against the human English of held-out questions (measurement only)
+        summary["eval_gold"] = trainer.evaluate(gold)
+        if trainer.accelerator.is_main_process:
+            log.info("Arca held-out vs gold English: %s", json.dumps(rounded(summary["eval_gold"])))
+    if model.g_cache is not None:
+        summary["g_cache"] = {"hits": model.g_cache.hits, "misses": model.g_cache.misses}
+    if trainer.accelerator.is_main_process:
+        write_json(out / "summary.json", rounded(summary))
+    store.close()
+    return summary

@@ -1,0 +1,121 @@
+"""Arca's measurements and training log (paper 004 App. D.2).
+
+:func:`evaluate_items` scores the Actor's arg-max candidate on held-out sources (anchor loss,
+cos, eps1, eps2, selection shares and ``cos_shuffled``, the collapse check);
+:func:`backbone_epsilon2` is eps2_hat (Eq. 28) on the frozen backbone; :func:`append_log` and
+:func:`trim_log` keep ``log.jsonl``: one row per logged step, each step once after a resume.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from arca.data import ArcaItem, CandidateFn, clean_items, fetch_candidates
+from arca.losses import anchor_loss, epsilon1, epsilon2, masked_mean
+from arca.model import ArcaModel, pad_candidates
+from lira.checkpoint import dumps_json
+
+log = logging.getLogger(__name__)
+
+
+@torch.no_grad()
+def backbone_epsilon2(
+    backbone: nn.Module, sources: list[str], selected: list[str], device: torch.device | str
+) -> Tensor:
+    """eps2_hat (Eq. 28) with the frozen backbone's masked-mean last hidden states (Eq. 27)."""
+    hx, mx = backbone.token_stream(sources, stream="last_hidden")
+    hy, my = backbone.token_stream(selected, stream="last_hidden")
+    ex = masked_mean(torch.nan_to_num(hx.float()), mx)
+    ey = masked_mean(torch.nan_to_num(hy.float()), my)
+    return epsilon2(ex, ey).to(device)
+
+
+@torch.no_grad()
+def evaluate_items(
+    model: ArcaModel,
+    items: Sequence[ArcaItem],
+    fetch: CandidateFn | None,
+    batch_size: int,
+    device: torch.device | str,
+) -> dict[str, object]:
+    """Arg-max candidate metrics on held-out sources: anchor loss, cos, eps1, eps2, shares,
+    ``batch_size`` sources per forward.
+
+    ``cos_shuffled`` is cos(E_lr(x_i), E_en(y_j)) for mismatched pairs (j = i - 1 within a
+    batch): Eq. 5 has no negatives, so cos rising together with cos_shuffled means the
+    Adaptor is collapsing rather than aligning.
+    """
+    was = model.training
+    model.eval()
+    items, _ = clean_items(items)
+    bs = batch_size
+    sums = {"l_anchor": 0.0, "cos": 0.0, "cos_shuffled": 0.0, "eps1": 0.0, "eps2": 0.0}
+    picks: Counter[str] = Counter()
+    n = 0
+    for i in range(0, len(items), bs):
+        chunk = items[i : i + bs]
+        cands = fetch_candidates(chunk, fetch)
+        keep = [j for j, c in enumerate(cands) if c]
+        if not keep:
+            continue
+        chunk, cands = [chunk[j] for j in keep], [cands[j] for j in keep]
+        texts = [it.source for it in chunk]
+        scores, mask, cand_texts, slot = pad_candidates(cands)
+        out = model(texts, model.english_inputs(cand_texts), scores, mask, slot)
+        idx = out["logits"].argmax(-1)  # [B]
+        rows = torch.arange(len(chunk), device=idx.device)
+        e_lr, e_sel = out["e_lr"].float(), out["e_en"].float()[rows, idx]
+        sel = [cands[b][int(a)] for b, a in enumerate(idx.tolist())]
+        m = len(chunk)
+        sums["l_anchor"] += anchor_loss(e_lr, e_sel).item() * m
+        sums["cos"] += F.cosine_similarity(e_lr, e_sel, dim=-1).mean().item() * m
+        # collapse check: the same cosine against another source's pick (lower is better)
+        shuffled = e_sel.roll(1, dims=0) if m > 1 else e_sel
+        sums["cos_shuffled"] += F.cosine_similarity(e_lr, shuffled, dim=-1).mean().item() * m
+        sums["eps1"] += epsilon1(e_lr, e_sel).item() * m
+        eps2 = backbone_epsilon2(model.backbone, texts, [c.text for c in sel], device)
+        sums["eps2"] += eps2.item() * m
+        picks.update(c.translator for c in sel)
+        n += m
+    model.train(was)
+    res: dict[str, object] = {k: v / n for k, v in sums.items()} if n else {}
+    res["n"] = n
+    res["selection"] = {k: v / n for k, v in sorted(picks.items())} if n else {}
+    return res
+
+
+def append_log(path: Path, row: dict[str, object]) -> None:
+    """Append one row to ``log.jsonl`` (strict JSON, one line)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(dumps_json(row, None) + "\n")
+
+
+def trim_log(path: Path, step: int) -> None:
+    """Keep only the ``log.jsonl`` rows up to ``step`` (a resumed run re-logs the steps after
+    its checkpoint; a fresh run starts the file anew); drop torn lines."""
+    if not path.is_file():
+        return
+    kept, dropped = [], 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            ok = int(json.loads(line)["step"]) <= step
+        except (ValueError, TypeError, KeyError, IndexError):
+            ok = False
+        if ok:
+            kept.append(line + "\n")
+        else:
+            dropped += 1
+    if dropped:
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text("".join(kept), encoding="utf-8")
+        tmp.replace(path)
+        log.info("Arca: dropped %d log.jsonl row(s) past step %d", dropped, step)

@@ -1,0 +1,180 @@
+"""LaSR's stream banks and held-out metrics (LiRA paper §4.2, App. D.4).
+
+A :class:`StreamBank` holds the pre-computed streams of a set of texts (E_en, the pooled g
+bins, the gate features; :meth:`lasr.model.LiRAModel.streams`), built once per run by
+:func:`build_bank` (:func:`retrieval_banks` for queries and corpus, :func:`pair_bank` for STS
+pairs). :func:`evaluate_retrieval` and :func:`evaluate_pairs` measure a :class:`LaSRNet` on
+them: nDCG@k / soft nDCG loss per query language, Pearson / Spearman.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from lasr.config import LaSRConfig
+from lasr.fusion import LaSRNet
+from lasr.losses import soft_ndcg_loss
+from lasr.model import LiRAModel, Streams
+from lira.data.types import PairData, Record, RetrievalData
+from lira.metrics import ndcg_dense, sts_correlations
+
+
+@dataclass
+class StreamBank:
+    """Pre-computed streams of a set of texts (``streams`` row i belongs to ``keys[i]``)."""
+
+    keys: list[str]
+    langs: list[str]
+    texts: list[str]
+    streams: Streams
+    index: dict[str, int] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.index = {k: i for i, k in enumerate(self.keys)}
+
+    def rows(self, keys: list[str]) -> Streams:
+        """The streams of ``keys``."""
+        return self.streams.select([self.index[k] for k in keys])
+
+
+def build_bank(
+    model: LiRAModel,
+    keys: list[str],
+    texts: list[str],
+    langs: list[str],
+    kind: str,
+    batch_size: int,
+) -> StreamBank:
+    """Streams of ``texts`` from ``model.streams`` in length-sorted batches of ``batch_size``
+    (memoised there: each distinct (kind, lang, text) is computed once per run).
+
+    The English stream uses the inference selection: train-only references (gold English) are
+    Arca's anchors, never LaSR inputs, so the head trains on the translations it is evaluated
+    on.
+    """
+    model.cache_streams = True
+    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # longest first: less padding
+    parts = [
+        model.streams([texts[i] for i in idx], [langs[i] for i in idx], kind=kind)
+        for idx in (order[s : s + batch_size] for s in range(0, len(texts), batch_size))
+    ]
+    streams = Streams.cat(parts) if parts else model.streams([], [], kind=kind)
+    streams = streams.select(torch.tensor(order).argsort()) if parts else streams  # input order
+    return StreamBank(list(keys), list(langs), list(texts), streams)
+
+
+def records_bank(model: LiRAModel, records: list[Record], kind: str, batch_size: int) -> StreamBank:
+    """Bank of ``records`` keyed by their ids."""
+    ids, texts, langs = (
+        [r.id for r in records],
+        [r.text for r in records],
+        [r.lang for r in records],
+    )
+    return build_bank(model, ids, texts, langs, kind, batch_size)
+
+
+def retrieval_banks(
+    model: LiRAModel, data: RetrievalData, batch_size: int
+) -> tuple[StreamBank, StreamBank]:
+    """(query bank, corpus bank) of a retrieval data set."""
+    q = records_bank(model, data.queries, "query", batch_size)
+    return q, records_bank(model, data.corpus, "document", batch_size)
+
+
+def pair_bank(model: LiRAModel, pairs: PairData, batch_size: int) -> StreamBank:
+    """Bank of every distinct sentence of a pair data set (keyed 'lang\\ttext')."""
+    l1 = pairs.lang1 or ["xx"] * len(pairs.sentence1)
+    l2 = pairs.lang2 or ["xx"] * len(pairs.sentence2)
+    seen: dict[str, tuple[str, str]] = {}
+    for t, lang in zip(pairs.sentence1 + pairs.sentence2, l1 + l2):
+        seen.setdefault(f"{lang}\t{t}", (t, lang))
+    keys = list(seen)
+    return build_bank(
+        model, keys, [seen[k][0] for k in keys], [seen[k][1] for k in keys], "query", batch_size
+    )
+
+
+def pair_keys(pairs: PairData) -> tuple[list[str], list[str]]:
+    """Bank keys of sentence1 and sentence2 of every pair."""
+    l1 = pairs.lang1 or ["xx"] * len(pairs.sentence1)
+    l2 = pairs.lang2 or ["xx"] * len(pairs.sentence2)
+    return (
+        [f"{lang}\t{t}" for t, lang in zip(pairs.sentence1, l1)],
+        [f"{lang}\t{t}" for t, lang in zip(pairs.sentence2, l2)],
+    )
+
+
+def embed_rows(net: LaSRNet, s: Streams, device: torch.device | str = "cpu") -> Tensor:
+    """ẑ of bank rows through ``net``."""
+    return net(*s.net_inputs(device))
+
+
+@torch.no_grad()
+def evaluate_retrieval(
+    net: LaSRNet,
+    qbank: StreamBank,
+    dbank: StreamBank,
+    qrels: dict[str, dict[str, int]],
+    k: int,
+    cfg: LaSRConfig,
+) -> dict[str, object]:
+    """True nDCG@k (binary gains; :func:`lira.metrics.ndcg_dense`, equal to pytrec_eval's) and
+    1 − soft nDCG@k over each query's same-language corpus, for the queries of ``qbank`` that
+    have judgements; ``by_lang`` per query language and their mean ``macro``."""
+    net.eval()
+    dev = next(net.parameters()).device
+    zq = embed_rows(net, qbank.streams, dev).float().cpu()  # [Q, d]
+    zd = embed_rows(net, dbank.streams, dev).float().cpu()  # [D, d]
+    by_doc_lang: dict[str, list[int]] = {}
+    for j, lang in enumerate(dbank.langs):
+        by_doc_lang.setdefault(lang, []).append(j)
+    # candidates: the corpus of the languages of the query's relevant documents
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for qi, qid in enumerate(qbank.keys):
+        rel = qrels.get(qid, {})
+        langs = tuple(sorted({dbank.langs[dbank.index[d]] for d in rel if d in dbank.index}))
+        if langs:
+            groups.setdefault(langs, []).append(qi)
+    if not groups:
+        raise ValueError("evaluate_retrieval: no query has a judged document in the corpus")
+    true: dict[int, float] = {}
+    soft: list[float] = []
+    for langs, rows in groups.items():
+        cols = sorted(j for lang in langs for j in by_doc_lang[lang])
+        s = zq[rows] @ zd[cols].T  # [q, C]
+        y = torch.tensor(
+            [[float(qrels[qbank.keys[q]].get(dbank.keys[j], 0) > 0) for j in cols] for q in rows]
+        )
+        true.update(zip(rows, ndcg_dense(s, y, k).tolist()))
+        for c in range(0, len(rows), 16):  # O(rows · C²) memory: 16 queries at a time
+            part = slice(c, c + 16)
+            loss = soft_ndcg_loss(s[part], y[part], k=k, tau=cfg.tau, tau_k=cfg.tau_k,
+                                  safe_negatives=False)  # fmt: skip
+            soft += [float(loss)] * len(rows[part])
+    by_lang: dict[str, list[float]] = {}
+    for q, v in true.items():
+        by_lang.setdefault(qbank.langs[q], []).append(v)
+    langs_mean = {lang: float(np.mean(v)) for lang, v in by_lang.items()}
+    return {
+        f"ndcg@{k}": float(np.mean(list(true.values()))),
+        f"soft_ndcg_loss@{k}": float(np.mean(soft)),
+        "queries": len(true),
+        "by_lang": langs_mean,
+        "macro": float(np.mean(list(langs_mean.values()))),
+    }
+
+
+@torch.no_grad()
+def evaluate_pairs(net: LaSRNet, bank: StreamBank, pairs: PairData) -> dict[str, object]:
+    """Pearson and Spearman (:func:`lira.metrics.sts_correlations`, scipy; not x100) of cosine
+    predictions against gold pair scores."""
+    net.eval()
+    k1, k2 = pair_keys(pairs)
+    dev = next(net.parameters()).device
+    pred = (embed_rows(net, bank.rows(k1), dev) * embed_rows(net, bank.rows(k2), dev)).sum(-1).cpu()
+    gold = np.asarray(pairs.scores, dtype=np.float64)
+    return {**sts_correlations(pred.double().numpy(), gold, scale=1.0), "pairs": len(gold)}
