@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from lira.config import DataConfig, ModelsConfig, check, check_lr, check_seed
+from lira.config import DataConfig, ModelsConfig, check, check_at_least, check_lr, check_seed
 from lira.translation.config import TranslationConfig
 
 MAX_POOL_SIZE = 4096
@@ -125,15 +125,9 @@ class ArcaConfig:
             check_lr(getattr(self, k), k)
         check_seed(self.seed, "seed")
         check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
-        check(self.batch_size >= 1, "batch_size", "must be >= 1")
-        check(self.eval_batch_size >= 1, "eval_batch_size", "must be >= 1")
-        check(self.steps >= 0, "steps", "must be >= 0")
-        check(self.grad_accum >= 1, "grad_accum", "must be >= 1")
+        check_at_least(self, batch_size=1, eval_batch_size=1, steps=0, grad_accum=1)
         check(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
-        check(self.eta >= 0, "eta", "must be >= 0")
-        check(self.lora_r >= 1, "lora_r", "must be >= 1")
-        check(self.log_every >= 1, "log_every", "must be >= 1")
-        check(self.save_every >= 1, "save_every", "must be >= 1")
+        check_at_least(self, eta=0, lora_r=1, log_every=1, save_every=1)
         check(self.anchor_contrast >= 0, "anchor_contrast", "must be >= 0 (0 = paper)")
         check(self.anchor_tau > 0, "anchor_tau", "must be > 0")
 
@@ -209,14 +203,12 @@ class TuneTranslatorConfig:
     """Steps between logged metrics (reward, anchor_sim, format_penalty, KL)."""
 
     def __post_init__(self) -> None:
-        check(self.steps >= 1, "steps", "must be >= 1")
-        check(self.batch_size >= 1, "batch_size", "must be >= 1")
+        check_at_least(self, steps=1, batch_size=1)
         check(self.num_generations >= 2, "num_generations", "GRPO needs a group of >= 2")
         check(self.max_new_tokens >= 0, "max_new_tokens", "must be >= 0 (0 = the translator's)")
         check(self.temperature > 0, "temperature", "GRPO samples: must be > 0")
         check_lr(self.lr, "lr")
-        check(self.lora_r >= 1, "lora_r", "must be >= 1")
-        check(self.kl_beta >= 0, "kl_beta", "must be >= 0")
+        check_at_least(self, lora_r=1, kl_beta=0)
         if self.name:
             problem = name_problem(self.name)
             check(problem is None, "name", f"{problem}")
@@ -228,9 +220,7 @@ class TuneTranslatorConfig:
             "needs 0 < min_length_ratio < max_length_ratio",
         )
         check(self.max_sources >= 0, "max_sources", "must be >= 0 (0 = all)")
-        check(self.save_steps >= 1, "save_steps", "must be >= 1")
-        check(self.keep_checkpoints >= 1, "keep_checkpoints", "must be >= 1")
-        check(self.logging_steps >= 1, "logging_steps", "must be >= 1")
+        check_at_least(self, save_steps=1, keep_checkpoints=1, logging_steps=1)
 
 
 class ArcaRun(Protocol):

@@ -8,7 +8,7 @@ from typing import Literal, Protocol
 from arca.config import TuneTranslatorConfig
 from lasr.config import LaSRRun
 from lira.baselines.config import BaselinesConfig
-from lira.config import check, check_seed
+from lira.config import check, check_at_least, check_seed
 
 EVAL_METRICS = ("ndcg@1", "ndcg@10", "mrr@10", "recall@10", "recall@100")
 """The single-reference metrics ``lira.metrics.MEASURES`` computes (kept equal by a test)."""
@@ -69,10 +69,9 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         known = {"en-en", "lang-en", "en-lang", "multi", "multi-1", "mono-same", "mono-cross"}
-        for key in ("faiss_flat_below", "faiss_ivf_min_queries", "faiss_nprobe",
-                    "faiss_train_per_list", "faiss_kmeans_iters", "faiss_hnsw_m",
-                    "faiss_ef_construction", "faiss_ef_search"):  # fmt: skip
-            check(getattr(self, key) >= 1, key, "must be >= 1")
+        check_at_least(self, faiss_flat_below=1, faiss_ivf_min_queries=1, faiss_nprobe=1,
+                       faiss_train_per_list=1, faiss_kmeans_iters=1, faiss_hnsw_m=1,
+                       faiss_ef_construction=1, faiss_ef_search=1)  # fmt: skip
         check(self.faiss_nlist >= 0, "faiss_nlist", "must be >= 0 (0 = 2·sqrt(documents))")
         check_seed(self.seed, "seed")
         bad = [s for s in self.scenarios if s not in known]

@@ -162,6 +162,26 @@ def _paper_block(
     return out
 
 
+def _method_table(
+    title: str,
+    header: list[str],
+    val: _Values,
+    paper_rows: list[tuple[str, str | None]],
+    get: Callable[[str | None], list[float | None]],
+    labels: tuple[str, str],
+) -> list[str]:
+    """A table's Markdown lines under ``title``: the paper's method rows (:func:`_paper_block`,
+    ``labels`` = (backbone ref, LiRA row label)), then every other method of this run with a
+    value."""
+    backbone_ref, lira_label = labels
+    used: set[str] = set()
+    block = _paper_block(paper_rows, get, backbone_ref, lira_label, used)
+    extra = [m for m in val.methods if m not in used and any(v is not None for v in get(m))]
+    lines = [[label, *_cells(v)] for label, v in block]
+    lines += [[_extra_label(m, backbone_ref), *_cells(get(m))] for m in extra]
+    return ["", title, "", _table(header, lines)]
+
+
 def render(
     rows: list[Row], backbone_ref: str, pass_at_k: int, encoder_ref: str = "", note: str = ""
 ) -> str:
@@ -182,35 +202,22 @@ def render(
     def t1(method: str | None) -> list[float | None]:
         return [None if method is None else val.country(method, c) for c in cols]
 
-    used: set[str] = set()
-    block = _paper_block(TABLE1_ROWS, t1, backbone_ref, lira_label, used)
-    extra = [m for m in val.methods if m not in used and any(v is not None for v in t1(m))]
-    lines = [[label, *_cells(v)] for label, v in block]
-    lines += [[_extra_label(m, backbone_ref), *_cells(t1(m))] for m in extra]
-    parts += [
-        "",
+    parts += _method_table(
         "## Table 1. LazRetrieval (nDCG@10 per country: its test queries over its own items)",
-        "",
-        _table(["METHOD", *cols, "AVG."], lines),
-    ]
+        ["METHOD", *cols, "AVG."], val, TABLE1_ROWS, t1, (backbone_ref, lira_label),
+    )  # fmt: skip
     # ---------------------------------------------------------------- Table 2
     pcols = list(PUBLIC)
 
     def t2(method: str | None) -> list[float | None]:
         return [None if method is None else val.public(method, c) for c in pcols]
 
-    used = set()
-    block = _paper_block(TABLE2_ROWS, t2, backbone_ref, lira_label, used)
-    extra = [m for m in val.methods if m not in used and any(v is not None for v in t2(m))]
-    lines = [[label, *_cells(v)] for label, v in block]
-    lines += [[_extra_label(m, backbone_ref), *_cells(t2(m))] for m in extra]
-    parts += [
-        "",
+    parts += _method_table(
         "## Table 2. Public benchmarks (MLQA-R, Bele-R: nDCG@10; STS22: Pearson of cosine; "
         "mean over the evaluated subsets)",
-        "",
-        _table(["METHOD", "MLQA-R", "BELE-R", "STS22", "AVG."], lines),
-    ]
+        ["METHOD", "MLQA-R", "BELE-R", "STS22", "AVG."], val, TABLE2_ROWS, t2,
+        (backbone_ref, lira_label),
+    )  # fmt: skip
     # ---------------------------------------------------------------- Table 16
     base = "QWEN3-8B" if _same_model("Qwen/Qwen3-Embedding-8B", backbone_ref) else backbone_ref
     lines = []

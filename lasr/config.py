@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
 from arca.config import ArcaRun
-from lira.config import check, check_lr, check_seed
+from lira.config import check, check_at_least, check_lr, check_seed
 
 
 @dataclass
@@ -147,31 +147,24 @@ class LaSRConfig:
             check_lr(getattr(self, k), k)
         check_seed(self.seed, "seed")
         check(self.fusion_heads >= 1, "fusion_heads", "must be >= 1 (attention heads)")
-        check(self.fusion_dim >= 1, "fusion_dim", "must be >= 1")
+        check_at_least(self, fusion_dim=1)
         check(
             self.fusion_dim % self.fusion_heads == 0,
             "fusion_dim",
             f"must be a multiple of fusion_heads ({self.fusion_heads})",
         )
         check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
-        check(self.weight_decay >= 0, "weight_decay", "must be >= 0")
-        check(self.grad_accum >= 1, "grad_accum", "must be >= 1")
-        check(self.log_every >= 1, "log_every", "must be >= 1")
+        check_at_least(self, weight_decay=0, grad_accum=1, log_every=1)
         check(self.save_every >= 1, "save_every", "must be >= 1 (steps between checkpoints)")
-        check(self.corr_min >= 0, "corr_min", "must be >= 0")
-        check(self.fusion_layers >= 1, "fusion_layers", "must be >= 1")
+        check_at_least(self, corr_min=0, fusion_layers=1)
         check(0 <= self.dropout < 1, "dropout", "must be in [0, 1)")
-        check(self.batch_size >= 1, "batch_size", "must be >= 1")
-        check(self.encode_batch_size >= 1, "encode_batch_size", "must be >= 1")
-        check(self.steps >= 0, "steps", "must be >= 0")
+        check_at_least(self, batch_size=1, encode_batch_size=1, steps=0)
         check(0 <= self.corr_alpha <= 1, "corr_alpha", "must be in [0, 1]")
         for k in ("corr_tau", "tau", "tau_k", "safe_beta"):
             check(getattr(self, k) > 0, k, "temperatures must be > 0")
-        check(self.corr_queue_size >= 0, "corr_queue_size", "must be >= 0")
-        check(self.doc_queue_size >= 0, "doc_queue_size", "must be >= 0")
+        check_at_least(self, corr_queue_size=0, doc_queue_size=0)
         check(self.score_std > 0, "score_std", "must be > 0")
-        check(self.num_negatives >= 1, "num_negatives", "must be >= 1")
-        check(self.ndcg_k >= 1, "ndcg_k", "must be >= 1")
+        check_at_least(self, num_negatives=1, ndcg_k=1)
         check(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
         check(self.eval_every >= 0, "eval_every", "must be >= 0 (0 = only at the end)")
         check(

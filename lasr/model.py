@@ -61,6 +61,7 @@ from lira.checkpoint import (
     state_mismatch,
 )
 from lira.config import ModelsConfig, from_dict, to_dict
+from lira.encoding import length_batches
 from lira.errors import UserInputError
 from lira.models import Backbone, load_backbone
 from lira.models.devices import resolve_device
@@ -446,14 +447,11 @@ class LiRAModel(nn.Module):
         self.net.eval()
         # Each chunk of many batches: the encoders sort it by length (little padding), the
         # selected translations are batched by their own length, memory stays bounded.
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-        chunk = batch_size * 16
         width = {"fused": self.dim, "translation": self.d_en, "e_lr": self.d_lr}[part]
         z = torch.zeros(len(texts), width)
         dev = next(self.head.parameters()).device
         seen = (self.missing_translations, self.translation_lookups)
-        for s in range(0, len(texts), chunk):
-            idx = order[s : s + chunk]
+        for idx in length_batches(texts, batch_size * 16):
             sub, sub_langs = [texts[i] for i in idx], [langs[i] for i in idx]
             st = self.streams(sub, sub_langs, kind, batch_size=batch_size)
             if part == "translation":

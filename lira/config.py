@@ -57,6 +57,12 @@ def check(cond: bool, key: str, message: str) -> None:
         raise ConfigError(key, message)
 
 
+def check_at_least(cfg: object, **minima: float) -> None:
+    """``key: must be >= low`` (:func:`check`) for each ``key=low``: ``cfg.<key> >= low``."""
+    for key, low in minima.items():
+        check(getattr(cfg, key) >= low, key, f"must be >= {low}")
+
+
 MAX_LR = 10.0
 """Largest learning rate accepted (a larger one only turns the weights into NaN/inf)."""
 MAX_SEED = 2**32 - 1

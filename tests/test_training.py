@@ -120,14 +120,15 @@ def test_the_baseline_optimizer_is_fused_or_foreach():
 def test_the_baseline_trainer_honours_report_to_and_max_grad_norm(models_config, tmp_path):
     """baselines.report_to picks the tracker (make_accelerator), the loss reaches it through
     log_metrics, gradients are clipped at baselines.max_grad_norm, finalize writes the folder."""
-    from lira.baselines.trainer import ContrastiveTrainer, _splits, build_examples
+    from lira.baselines.data import training_splits
+    from lira.baselines.trainer import ContrastiveTrainer, build_examples
     from lira.models import load_backbone
 
     no_negatives = {"clear": ClearConfig(negatives=0)}
     bc = BaselinesConfig(steps=3, batch_size=4, lr=1e-3, recipes=no_negatives, max_grad_norm=0.25)
     cfg = RunConfig(output_dir=str(tmp_path), models=models_config, baselines=bc,
                     data=DataConfig(train_languages=["de"], max_train_queries=8))  # fmt: skip
-    parallel, retrieval, _ = _splits(cfg)
+    parallel, retrieval, _ = training_splits(cfg)
     examples, backbone = build_examples(parallel, retrieval), load_backbone(cfg.models)
 
     def trainer(bc: BaselinesConfig, **kw) -> ContrastiveTrainer:

@@ -30,14 +30,14 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lira.baselines.config import RecipeConfig, check_negatives
-from lira.baselines.infonce import info_nce
+from lira.baselines.config import RecipeConfig, check_negatives, paper_recipe
+from lira.baselines.infonce import info_nce, positive_tau
 from lira.baselines.method import (
     BaselineMethod,
     HookTrainer,
@@ -132,11 +132,9 @@ class ClearLoss(nn.Module):
         use_english: bool = True,
     ) -> None:
         super().__init__()
-        if tau <= 0:
-            raise ValueError(f"tau must be > 0, got {tau}")
         if len(lambdas) != 3:
             raise ValueError(f"lambdas needs three weights (λ1, λ2, λ3), got {lambdas}")
-        self.tau = tau
+        self.tau = positive_tau(tau)
         self.lambdas = tuple(float(x) for x in lambdas)
         self.reverse = reverse
         self.use_kl = use_kl
@@ -166,42 +164,21 @@ class ClearLoss(nn.Module):
             out["kl"] = clear_kl(p_pos, q_en, q_l, self.tau)
         return out
 
-    def forward(
-        self,
-        q_en: Tensor,
-        p_pos: Tensor,
-        p_hn: Tensor,
-        q_l: Tensor,
-        q_l_hn: Tensor,
-        ids: Tensor | None = None,
-        p_hn_ids: Tensor | None = None,
-        q_l_hn_ids: Tensor | None = None,
-    ) -> Tensor:
-        """λ1·L_NCE_en + λ2·L_CL + λ3·KL (Eq. 2), a scalar."""
-        t = self.terms(q_en, p_pos, p_hn, q_l, q_l_hn, ids, p_hn_ids, q_l_hn_ids)
+    def forward(self, *inputs: Tensor | None) -> Tensor:
+        """λ1·L_NCE_en + λ2·L_CL + λ3·KL (Eq. 2) of :meth:`terms`' inputs, a scalar."""
+        t = self.terms(*inputs)  # type: ignore[arg-type]
         l1, l2, l3 = self.lambdas
         return l1 * t["nce_en"] + l2 * t["cl"] + l3 * t["kl"]
 
 
 @dataclass
+@paper_recipe(lr=5e-5, batch_size=64, epochs=1.0, scheduler="cosine", warmup=0.05, beta2=0.999)
 class ClearConfig(RecipeConfig):
     """CLEAR's recipe, ``baselines.clear.*`` (paper 000 §4.1, App. A); InfoNCE, CLEAR's own
     baseline, trains with it too (same recipe, same negatives)."""
 
-    lr: float = 5e-5
-    """AdamW learning rate of CLEAR (paper 000)."""
-    batch_size: int = 64
-    """Batch size of CLEAR (paper 000)."""
-    epochs: float = 1.0
-    """Epochs over the training rows of CLEAR (paper 000)."""
-    scheduler: Literal["constant", "linear", "cosine"] = "cosine"
-    """Learning-rate schedule of CLEAR (paper 000)."""
-    warmup: float = 0.05
-    """Warm-up ratio of the schedule."""
     weight_decay: float = 0.0
     """AdamW weight decay (sentence-transformers' trainer default; the paper sets none)."""
-    beta2: float = 0.999
-    """AdamW β2 of CLEAR (paper 000)."""
     tau: float = 0.05
     """1 / scale of MultipleNegativesRankingLoss (scale 20), the loss CLEAR trained with."""
     negatives: int = 5

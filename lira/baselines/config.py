@@ -10,6 +10,9 @@ the new key (:func:`lira.config.from_dict`).
 
 from __future__ import annotations
 
+import inspect
+import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
@@ -52,6 +55,28 @@ class RecipeConfig:
         check(0 <= self.warmup < 1, "warmup", "must be in [0, 1)")
         check(self.tau > 0, "tau", "must be > 0")
         check(0 < self.beta2 < 1, "beta2", "must be in (0, 1)")
+
+
+def paper_recipe(**defaults: object) -> Callable[[type[R]], type[R]]:
+    """Class decorator (under ``@dataclass``): a recipe subclass's paper defaults of the common
+    fields, which keep :class:`RecipeConfig`'s type and docstring (a field whose paper value
+    needs its own ``--help`` line is redeclared in the class body instead)."""
+    hints = typing.get_type_hints(RecipeConfig)
+    unknown = sorted(set(defaults) - {f.name for f in fields(RecipeConfig)})
+    if unknown:
+        raise TypeError(f"paper_recipe: {unknown} are not RecipeConfig fields")
+
+    def apply(cls: type[R]) -> type[R]:
+        own = inspect.get_annotations(cls)
+        both = sorted(set(own) & set(defaults))
+        if both:
+            raise TypeError(f"{cls.__name__}: {both} given both in paper_recipe and the class")
+        cls.__annotations__ = {**{name: hints[name] for name in defaults}, **own}
+        for name, value in defaults.items():
+            setattr(cls, name, value)
+        return cls
+
+    return apply
 
 
 def check_negatives(negatives: int, ranks: list[int]) -> None:

@@ -1,11 +1,11 @@
 """The baselines' training rows, mined negatives and recipes.
 
-:class:`TrainExample` joins a training-language query with its English question and gold
-sentences (:func:`build_examples`); :func:`mine_clear_negatives` and
-:func:`mine_composition_negatives` fill the hard negatives CLEAR and paper 001 need
-(:data:`NEGATIVES`: the miner and the config fields of each kind); :class:`Recipe` /
-:func:`recipe` is a method's optimisation recipe after the shared budget, :func:`make_scheduler`
-its learning-rate schedule.
+:func:`training_splits` reads the parallel training data; :class:`TrainExample` joins a
+training-language query with its English question and gold sentences (:func:`build_examples`);
+:func:`mine_clear_negatives` and :func:`mine_composition_negatives` fill the hard negatives
+CLEAR and paper 001 need (:data:`NEGATIVES`: the miner and the config fields of each kind);
+:class:`Recipe` / :func:`recipe` is a method's optimisation recipe after the shared budget,
+:func:`make_scheduler` its learning-rate schedule.
 """
 
 from __future__ import annotations
@@ -22,9 +22,10 @@ from torch.optim.lr_scheduler import LRScheduler
 
 from lira.baselines.clear import ClearConfig, sample_hard_negatives
 from lira.baselines.composition import mine_filtered_negatives
-from lira.baselines.config import BaselinesConfig
+from lira.baselines.config import BaselinesConfig, BaselinesRun
 from lira.baselines.method import BaselineMethod, english_rows
 from lira.baselines.registry import get_method
+from lira.data.splits import load_splits
 from lira.data.types import ParallelData, Record, RetrievalData
 from lira.data.xquad_r import XQuADR
 
@@ -49,6 +50,20 @@ class TrainExample:
     """Example indices whose q_tgt are CLEAR's hard-negative target queries."""
     gist_hn: list[int] = field(default_factory=list)
     """Corpus indices of paper 001's mined English negatives."""
+
+
+def training_splits(cfg: BaselinesRun) -> tuple[ParallelData, RetrievalData, XQuADR | None]:
+    """(parallel training questions, retrieval training data, the dataset or None) of
+    ``cfg.data``; refuses a data format without parallel training questions."""
+    splits = load_splits(cfg.data)
+    parallel = getattr(splits, "train_parallel", None)
+    retrieval = getattr(splits, "train_retrieval", None) or getattr(splits, "train", None)
+    if parallel is None or retrieval is None:
+        raise ValueError(
+            f"data.format={cfg.data.format} gives no parallel training questions; the baselines "
+            "need parallel data (English + training languages), e.g. data.format=xquad_r"
+        )
+    return parallel, retrieval, getattr(splits, "dataset", None)
 
 
 def build_examples(

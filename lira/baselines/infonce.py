@@ -29,6 +29,13 @@ from lira.baselines.method import (
 )
 
 
+def positive_tau(tau: float) -> float:
+    """``tau`` (a softmax temperature), checked to be > 0."""
+    if tau <= 0:
+        raise ValueError(f"tau must be > 0, got {tau}")
+    return tau
+
+
 def candidate_logits(
     anchor: Tensor,
     positive: Tensor,
@@ -96,9 +103,7 @@ class InfoNCELoss(nn.Module):
 
     def __init__(self, tau: float = 0.05) -> None:
         super().__init__()
-        if tau <= 0:
-            raise ValueError(f"tau must be > 0, got {tau}")
-        self.tau = tau
+        self.tau = positive_tau(tau)
 
     def forward(
         self,

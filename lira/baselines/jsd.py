@@ -25,13 +25,13 @@ language's own file (``XQuADR.gold_sentence``). L_JSD is taken on the passage pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
-from lira.baselines.config import RecipeConfig
-from lira.baselines.infonce import info_nce
+from lira.baselines.config import RecipeConfig, paper_recipe
+from lira.baselines.infonce import info_nce, positive_tau
 from lira.baselines.method import BaselineMethod, HookTrainer, batch_examples
 
 
@@ -75,11 +75,9 @@ class JSDInfoNCELoss(nn.Module):
         psq: bool = False,
     ) -> None:
         super().__init__()
-        if tau <= 0:
-            raise ValueError(f"tau must be > 0, got {tau}")
         if not (use_jsd or use_nce):
             raise ValueError("use_jsd and use_nce are both False: nothing to train")
-        self.tau, self.jsd_weight, self.eps = tau, jsd_weight, eps
+        self.tau, self.jsd_weight, self.eps = positive_tau(tau), jsd_weight, eps
         self.use_jsd, self.use_nce, self.psq = use_jsd, use_nce, psq
 
     def forward(
@@ -96,23 +94,14 @@ class JSDInfoNCELoss(nn.Module):
 
 
 @dataclass
+@paper_recipe(
+    batch_size=32, epochs=1.0, scheduler="linear", warmup=0.15, weight_decay=0.01, beta2=0.99
+)
 class JSDConfig(RecipeConfig):
     """English inclination's recipe, ``baselines.jsd.*`` (paper 003 §4, App. C)."""
 
     lr: float = 2e-5
     """App. C sets 4e-6 (bge-m3), 2e-5 (mE5-large), 1e-5 (gte), 3e-5 (jina) per model."""
-    batch_size: int = 32
-    """Batch size of English inclination (paper 003)."""
-    epochs: float = 1.0
-    """Epochs over the training rows of English inclination (paper 003)."""
-    scheduler: Literal["constant", "linear", "cosine"] = "linear"
-    """Learning-rate schedule of English inclination (paper 003)."""
-    warmup: float = 0.15
-    """Warm-up ratio of the schedule of English inclination (paper 003)."""
-    weight_decay: float = 0.01
-    """AdamW weight decay of English inclination (paper 003)."""
-    beta2: float = 0.99
-    """AdamW β2 of English inclination (paper 003)."""
     tau: float = 0.05
     """Eq. 7 prints no temperature; MultipleNegativesRankingLoss's default 1/20 is used."""
     weight: float = 1.0

@@ -26,13 +26,13 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lira.baselines.config import RecipeConfig
+from lira.baselines.config import RecipeConfig, paper_recipe
 from lira.baselines.infonce import info_nce
 from lira.baselines.method import (
     BaselineMethod,
@@ -142,23 +142,12 @@ def lancer_texts(
 
 
 @dataclass
+@paper_recipe(lr=2e-5, epochs=4.0, scheduler="linear", warmup=0.0, weight_decay=0.0, beta2=0.999)
 class LancerConfig(RecipeConfig):
     """LANCER's recipe, ``baselines.lancer.*`` (paper 002 §3, §4.1)."""
 
-    lr: float = 2e-5
-    """AdamW learning rate of LANCER (paper 002)."""
     batch_size: int = 64
     """English retrieval examples per step (L_R)."""
-    epochs: float = 4.0
-    """Epochs over the training rows of LANCER (paper 002)."""
-    scheduler: Literal["constant", "linear", "cosine"] = "linear"
-    """Learning-rate schedule of LANCER (paper 002)."""
-    warmup: float = 0.0
-    """Warm-up ratio of the schedule of LANCER (paper 002)."""
-    weight_decay: float = 0.0
-    """AdamW weight decay of LANCER (paper 002)."""
-    beta2: float = 0.999
-    """AdamW β2 of LANCER (paper 002)."""
     tau: float = 0.05
     """L_R temperature (the paper scores unnormalised dot products; our embeddings are unit)."""
     per_language: int = 16

@@ -35,7 +35,7 @@ from safetensors.torch import load_file, save_file
 from torch import Tensor
 
 from lira.baselines.composition import build_composition, gist_features, gist_loss
-from lira.baselines.config import RecipeConfig, check_negatives
+from lira.baselines.config import RecipeConfig, check_negatives, paper_recipe
 from lira.baselines.method import BaselineMethod, english_rows
 from lira.config import check
 from lira.errors import UserInputError
@@ -158,24 +158,19 @@ def merge_command(
 
 # ------------------------------------------------------------------------ the baseline method
 @dataclass
+@paper_recipe(
+    lr=2e-5,
+    batch_size=512,
+    epochs=1.0,
+    scheduler="linear",
+    warmup=0.1,
+    weight_decay=0.01,
+    beta2=0.99,
+)
 class MergingConfig(RecipeConfig):
     """Language composition + merging's recipe, ``baselines.merging.*`` (paper 001 §4.3,
     App. B.2-B.3)."""
 
-    lr: float = 2e-5
-    """AdamW learning rate of language composition + merging (paper 001)."""
-    batch_size: int = 512
-    """Batch size of language composition + merging (paper 001)."""
-    epochs: float = 1.0
-    """Epochs over the training rows of language composition + merging (paper 001)."""
-    scheduler: Literal["constant", "linear", "cosine"] = "linear"
-    """Learning-rate schedule of language composition + merging (paper 001)."""
-    warmup: float = 0.1
-    """Warm-up ratio of the schedule of language composition + merging (paper 001)."""
-    weight_decay: float = 0.01
-    """AdamW weight decay of language composition + merging (paper 001)."""
-    beta2: float = 0.99
-    """AdamW β2 of language composition + merging (paper 001)."""
     tau: float = 0.01
     """GISTEmbedLoss temperature (sentence-transformers' default; the paper sets none)."""
     mini_batch: int = 32

@@ -70,14 +70,20 @@ from torch import Tensor, nn
 from lira.baselines.clear import ClearConfig
 from lira.baselines.composition import CompositionExample
 from lira.baselines.config import BaselinesConfig, BaselinesRun, flat_recipe
-from lira.baselines.data import NEGATIVES, TrainExample, build_examples, make_scheduler, recipe
+from lira.baselines.data import (
+    NEGATIVES,
+    TrainExample,
+    build_examples,
+    make_scheduler,
+    recipe,
+    training_splits,
+)
 from lira.baselines.export import META_FILE, save_baseline
 from lira.baselines.export import load_baseline as load_baseline  # re-exported: evaluators load it
 from lira.baselines.method import BaselineMethod
 from lira.baselines.registry import get_method, method_names
 from lira.config import ModelsConfig
-from lira.data.splits import load_splits
-from lira.data.types import ParallelData, Record, RetrievalData
+from lira.data.types import Record
 from lira.data.xquad_r import XQuADR
 from lira.models import load_backbone
 from lira.models.devices import resolve_device
@@ -319,19 +325,6 @@ class ContrastiveTrainer(Trainer):
 
 
 # ----------------------------------------------------------------------------------- engine
-def _splits(cfg: BaselinesRun) -> tuple[ParallelData, RetrievalData, XQuADR | None]:
-
-    splits = load_splits(cfg.data)
-    parallel = getattr(splits, "train_parallel", None)
-    retrieval = getattr(splits, "train_retrieval", None) or getattr(splits, "train", None)
-    if parallel is None or retrieval is None:
-        raise ValueError(
-            f"data.format={cfg.data.format} gives no parallel training questions; the baselines "
-            "need parallel data (English + training languages), e.g. data.format=xquad_r"
-        )
-    return parallel, retrieval, getattr(splits, "dataset", None)
-
-
 def fixed_batches(trainer: ContrastiveTrainer, seed: int, n: int = 2) -> list[Batch]:
     """The ``n`` batches a method's loss is measured on before and after training."""
     rng = random.Random(seed + 10_007)
@@ -428,7 +421,7 @@ def run_baselines(cfg: BaselinesRun, args: Namespace | None = None) -> dict[str,
             log.info("baseline %s already trained at %s (resume): skipped", m, root / m)
     if not todo:
         return summary
-    parallel, retrieval, dataset = _splits(cfg)
+    parallel, retrieval, dataset = training_splits(cfg)
     examples = build_examples(parallel, retrieval, dataset)
     corpus = list(retrieval.corpus)
     bc = cfg.baselines

@@ -13,10 +13,9 @@ from lira.config import ModelsConfig
 from lira.encoding import length_batches
 from lira.models.loading import (
     POOLINGS,
+    HFModule,
     from_pretrained,
-    hidden_size,
     load_tokenizer,
-    module_device,
     pool,
     resolve_path,
     tokenize_batch,
@@ -33,7 +32,7 @@ STREAMS = ("input_embeddings", "last_hidden")
 # --------------------------------------------------------------------------------------------
 
 
-class Backbone(nn.Module):
+class Backbone(HFModule):
     """English embedding model h: prompts, truncation, pooling and L2 normalisation.
 
     ``forward`` is differentiable (for fine-tuning baselines); ``encode`` is the evaluators'
@@ -51,21 +50,11 @@ class Backbone(nn.Module):
         max_length: int = 128,
         name: str = "",
     ) -> None:
-        super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"unknown backbone_pooling {pooling!r}; choose one of {POOLINGS}")
-        self.model = model
-        self.tokenizer = tokenizer
+        super().__init__(model, tokenizer, max_length, name)
         self.pooling = pooling
         self.prompts = {"query": query_prompt, "document": document_prompt}
-        self.max_length = max_length
-        self.name = name
-        self.dim = hidden_size(model.config)
-
-    @property
-    def device(self) -> torch.device:
-        """The device of the backbone's parameters."""
-        return module_device(self)
 
     def _tokenize(self, texts: list[str], prompt: str = "") -> dict[str, Tensor]:
         enc = tokenize_batch(self.tokenizer, texts, self.max_length, prompt)

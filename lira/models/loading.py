@@ -203,3 +203,25 @@ def module_device(module: nn.Module) -> torch.device:
         return next(module.parameters()).device
     except StopIteration:
         return torch.device("cpu")
+
+
+class HFModule(nn.Module):
+    """A transformers model and its tokenizer as one module (h and the token-level g):
+    ``model``, ``tokenizer``, ``max_length``, ``name``, the hidden size ``dim`` and ``device``."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        tokenizer: PreTrainedTokenizerBase,
+        max_length: int = 128,
+        name: str = "",
+    ) -> None:
+        super().__init__()
+        self.model, self.tokenizer = model, tokenizer
+        self.max_length, self.name = max_length, name
+        self.dim = hidden_size(model.config)
+
+    @property
+    def device(self) -> torch.device:
+        """The device of the module's parameters."""
+        return module_device(self)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from lira.config import DataConfig, ModelsConfig, check
+from lira.config import DataConfig, ModelsConfig, check, check_at_least
 
 
 def output_relative_problem(path: str) -> str | None:
@@ -37,6 +37,17 @@ def output_relative_problem(path: str) -> str | None:
     if depth == 0:
         return f"{path!r} is output_dir itself; name a file inside it (e.g. translations.sqlite)"
     return None
+
+
+def check_client(cfg: TranslatorConfig | CriticConfig, needs_model: bool) -> None:
+    """The checks a translator and the critic share: batch and request limits, the endpoint
+    of ``kind=openai`` and the model (when ``needs_model``)."""
+    check_at_least(cfg, batch_size=1, max_retries=0, max_concurrency=1, tensor_parallel_size=1)
+    check(cfg.timeout_s > 0, "timeout_s", "must be > 0")
+    if cfg.kind == "openai":
+        check(bool(cfg.base_url), "base_url", "kind=openai needs base_url (…/v1)")
+    if needs_model:
+        check(bool(cfg.model), "model", f"kind={cfg.kind} needs a model")
 
 
 @dataclass
@@ -85,9 +96,7 @@ class TranslatorConfig:
         check(bool(self.name), "name", "every translator needs a unique name")
         check(self.temperature >= 0, "temperature", "must be >= 0")
         check(0 < self.top_p <= 1, "top_p", "must be in (0, 1]")
-        check(self.max_new_tokens >= 1, "max_new_tokens", "must be >= 1")
-        check(self.batch_size >= 1, "batch_size", "must be >= 1")
-        check(self.tensor_parallel_size >= 1, "tensor_parallel_size", "must be >= 1")
+        check_at_least(self, max_new_tokens=1)
         own = sorted({"model", "tensor_parallel_size"} & set(self.engine_kwargs))
         check(not own, "engine_kwargs", f"set {own} as the translator's own key, not here")
         check(
@@ -96,13 +105,7 @@ class TranslatorConfig:
             "vllm.LLM does not run data parallel in one process; run one `lira translate "
             "--shard I/N` per GPU group instead (README: Translating on several nodes)",
         )
-        check(self.max_retries >= 0, "max_retries", "must be >= 0")
-        check(self.timeout_s > 0, "timeout_s", "must be > 0")
-        check(self.max_concurrency >= 1, "max_concurrency", "must be >= 1")
-        if self.kind == "openai":
-            check(bool(self.base_url), "base_url", "kind=openai needs base_url (…/v1)")
-        if self.kind in ("vllm", "openai", "transformers"):
-            check(bool(self.model), "model", f"kind={self.kind} needs a model")
+        check_client(self, needs_model=self.kind in ("vllm", "openai", "transformers"))
 
 
 @dataclass
@@ -134,15 +137,7 @@ class CriticConfig:
 
     def __post_init__(self) -> None:
         check(self.max_new_tokens >= 16, "max_new_tokens", "JSON scores need >= 16 tokens")
-        check(self.batch_size >= 1, "batch_size", "must be >= 1")
-        check(self.max_retries >= 0, "max_retries", "must be >= 0")
-        check(self.timeout_s > 0, "timeout_s", "must be > 0")
-        check(self.max_concurrency >= 1, "max_concurrency", "must be >= 1")
-        check(self.tensor_parallel_size >= 1, "tensor_parallel_size", "must be >= 1")
-        if self.kind == "openai":
-            check(bool(self.base_url), "base_url", "kind=openai needs base_url (…/v1)")
-        if self.kind != "none":
-            check(bool(self.model), "model", f"kind={self.kind} needs a model")
+        check_client(self, needs_model=self.kind != "none")
 
 
 @dataclass

@@ -15,9 +15,9 @@ from safetensors.torch import load_file
 
 from lira.baselines.clear import ClearConfig
 from lira.baselines.config import BaselinesConfig
+from lira.baselines.data import training_splits
 from lira.baselines.trainer import (
     ContrastiveTrainer,
-    _splits,
     build_examples,
     run_baselines,
 )
@@ -52,7 +52,7 @@ def test_nonfinite_steps_are_skipped_and_the_saved_model_is_finite(models_config
     from lira.models import load_backbone
 
     cfg = _cfg(models_config, tmp_path, steps=3)
-    parallel, retrieval, _ = _splits(cfg)
+    parallel, retrieval, _ = training_splits(cfg)
     examples = build_examples(parallel, retrieval)
     trainer = ContrastiveTrainer(
         cfg.baselines, load_backbone(cfg.models), "clear", examples, retrieval.corpus,
@@ -113,7 +113,7 @@ def test_resume_continues_exactly_from_a_step_checkpoint(models_config, tmp_path
     from lira.models import load_backbone
 
     cfg = _cfg(models_config, tmp_path, steps=4, save_every=2)
-    parallel, retrieval, _ = _splits(cfg)
+    parallel, retrieval, _ = training_splits(cfg)
     examples = build_examples(parallel, retrieval)
 
     def make(bc: BaselinesConfig) -> ContrastiveTrainer:

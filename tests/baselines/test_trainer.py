@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from lira.baselines.config import BaselinesConfig
+from lira.baselines.data import training_splits
 from lira.baselines.export import load_baseline
-from lira.baselines.trainer import ContrastiveTrainer, _splits, build_examples, run_baselines
+from lira.baselines.trainer import ContrastiveTrainer, build_examples, run_baselines
 from lira.cli import main
 from lira.config import DataConfig, from_dict, save_config
 from lira.runconfig import RunConfig
@@ -101,7 +102,7 @@ def test_resume_skips_trained_methods(trained, caplog):
 @pytest.mark.parametrize("lora", [False, True])
 def test_checkpoint_loads_in_fresh_process(models_config, tmp_path, lora):
     cfg = _cfg(models_config, tmp_path, lora=lora, steps=3, clear_negatives=0)
-    parallel, retrieval, _ = _splits(cfg)
+    parallel, retrieval, _ = training_splits(cfg)
     examples = build_examples(parallel, retrieval)  # no mined negatives: K = M = 0
     from lira.models import load_backbone
 
