@@ -48,7 +48,7 @@ import numpy as np
 from lira.errors import LiRAError, MissingFileError
 
 if TYPE_CHECKING:
-    from lira.translation.config import PoolRun
+    from lira.translation.config import ModelsRun, PoolRun
 
 log = logging.getLogger(__name__)
 
@@ -800,7 +800,7 @@ def run_fingerprint(stage: str, sections: dict[str, Any], skip: Any = ()) -> dic
     return {"format": FINGERPRINT_FORMAT, "stage": stage, "hash": digest, "config": flat}
 
 
-def models_fields(cfg: PoolRun) -> dict[str, Any]:
+def models_fields(cfg: ModelsRun) -> dict[str, Any]:
     """``models.*`` without the fields that only say where models are cached."""
     d = asdict(cfg.models)
     for k in ("cache_dir", "encoder_cache"):
