@@ -67,7 +67,7 @@ from torch import Tensor, nn
 
 from lira.baselines.clear import ClearConfig, sample_hard_negatives
 from lira.baselines.composition import mine_filtered_negatives
-from lira.baselines.config import BaselinesConfig, BaselinesRun, flat_recipe
+from lira.baselines.config import BaselinesConfig, BaselinesRun, flat_baselines, flat_recipe
 from lira.baselines.lancer import lancer_texts  # noqa: F401 (re-exported, moved there)
 from lira.baselines.method import BaselineMethod, english_rows
 from lira.baselines.registry import get_method, method_names
@@ -350,7 +350,7 @@ class ContrastiveTrainer:
         r = self.recipe
         log.info("%s recipe: %s", method, json.dumps(asdict(r)))
         self.fingerprint = fingerprint or run_fingerprint(
-            f"baseline {method}", {"baselines": cfg}, BASELINE_UNSHAPING
+            f"baseline {method}", {"baselines": flat_baselines(cfg)}, BASELINE_UNSHAPING
         )
         """Stored in every checkpoint and the final folder; ``resume`` refuses another one."""
         self.keep_checkpoints = keep_checkpoints
