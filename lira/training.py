@@ -70,6 +70,7 @@ __all__ = [
     "config_fingerprint",
     "dumps_json",
     "rng_state",
+    "run_fingerprint",
     "set_rng_state",
     "write_fingerprint",
     "write_json",
