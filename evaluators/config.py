@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from arca.config import TuneTranslatorConfig
 from lasr.config import LaSRRun
 from lira.baselines.config import BaselinesConfig
 from lira.config import check, check_at_least, check_seed
@@ -89,4 +88,3 @@ class EvalRun(LaSRRun, Protocol):
 
     baselines: BaselinesConfig
     eval: EvalConfig
-    tune_translator: TuneTranslatorConfig

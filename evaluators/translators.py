@@ -21,7 +21,7 @@ import logging
 import random
 from argparse import Namespace
 from pathlib import Path
-from typing import TypedDict
+from typing import Protocol, TypedDict
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from lira.errors import UserInputError
 from lira.translation.config import CriticConfig, TranslatorConfig
 from lira.translation.runner import fill_store, store_path
 from lira.translation.store import TranslationStore
-from lira.translation.tuning import base_translator, output_folder, tuned_translator
+from lira.translation.tuning import TuningRun, base_translator, output_folder, tuned_translator
 
 log = logging.getLogger(__name__)
 SCENARIO = "lang-en"
@@ -81,6 +81,10 @@ class TranslatedQueries:
         english, missing = stored_translations(self.store, list(texts), langs, [self.translator])
         self.missing += missing
         return self.backbone.encode(english, kind=kind, batch_size=batch_size)
+
+
+class TranslatorEvalRun(EvalRun, TuningRun, Protocol):
+    """What ``lira tune-translator --evaluate`` reads of a run config (a ``RunConfig`` is one)."""
 
 
 def heldout_questions(cfg: EvalRun) -> tuple[XQuADR, list[str], dict[str, list[str]]]:
@@ -153,7 +157,9 @@ TranslatorEvalSummary = TypedDict(
 """``summary.json`` of ``lira tune-translator --evaluate`` (values: [mean, CI low, CI high])."""
 
 
-def run_translator_eval(cfg: EvalRun, args: Namespace | None = None) -> TranslatorEvalSummary:
+def run_translator_eval(
+    cfg: TranslatorEvalRun, args: Namespace | None = None
+) -> TranslatorEvalSummary:
     """Engine of ``lira tune-translator --evaluate``: h on base vs tuned translations."""
     base, tuned = base_translator(cfg), tuned_translator(cfg)
     if not Path(tuned.model).is_dir():

@@ -50,7 +50,7 @@ from lira.errors import LiRAError, MissingFileError
 if TYPE_CHECKING:
     from torch import Tensor
 
-    from lira.translation.config import PoolRun
+    from lira.translation.config import ModelsRun, PoolRun
 
 log = logging.getLogger(__name__)
 
@@ -805,7 +805,7 @@ def run_fingerprint(
     return {"format": FINGERPRINT_FORMAT, "stage": stage, "hash": digest, "config": flat}
 
 
-def models_fields(cfg: PoolRun) -> dict[str, object]:
+def models_fields(cfg: ModelsRun) -> dict[str, object]:
     """``models.*`` without the fields that only say where models are cached."""
     d = asdict(cfg.models)
     for k in ("cache_dir", "encoder_cache"):

@@ -22,7 +22,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -70,6 +70,7 @@ __all__ = [
     "config_fingerprint",
     "dumps_json",
     "rng_state",
+    "run_fingerprint",
     "set_rng_state",
     "write_fingerprint",
     "write_json",
@@ -188,7 +189,7 @@ class TrainResult:
     steps skipped as non-finite and the trainer's own ``summary`` (Arca: its run summary).
 
     Also readable as a mapping (``result["step"]``: the summary's keys, then the fields) and
-    sized by its history, as the trainers' earlier return values were."""
+    sized and iterated by its history, as the trainers' earlier return values were."""
 
     step: int
     history: list[HistoryRow]
@@ -206,6 +207,10 @@ class TrainResult:
     def __len__(self) -> int:
         """The number of history rows."""
         return len(self.history)
+
+    def __iter__(self) -> Iterator[HistoryRow]:
+        """The history rows, oldest first."""
+        return iter(self.history)
 
 
 class Trainer:

@@ -69,7 +69,7 @@ from torch import Tensor, nn
 
 from lira.baselines.clear import ClearConfig
 from lira.baselines.composition import CompositionExample
-from lira.baselines.config import BaselinesConfig, BaselinesRun, flat_recipe
+from lira.baselines.config import BaselinesConfig, BaselinesRun, flat_baselines, flat_recipe
 from lira.baselines.data import (
     NEGATIVES,
     TrainExample,
@@ -97,6 +97,7 @@ from lira.training import (
     log_metrics,
     make_accelerator,
     rng_state,
+    run_fingerprint,
     set_rng_state,
     write_json,
 )
@@ -187,7 +188,10 @@ class ContrastiveTrainer(Trainer):
             run_name=f"baselines-{self.output_dir.name}",
         )  # fmt: skip
         checkpoints = self.output_dir.with_name(self.output_dir.name + "-checkpoints")
-        what = f"baseline {method}"
+        what = f"baseline {method}"  # fingerprinted flat (baselines.clear_tau), as before the split
+        fingerprint = fingerprint or run_fingerprint(
+            what, {"baselines": flat_baselines(cfg)}, self.unshaping
+        )
         super().__init__(cfg, accelerator, checkpoints, what, fingerprint, keep_checkpoints, what)
         self.checkpoint_dir = checkpoints
         """Where the ``step-*`` checkpoints go (``cfg.save_every`` > 0)."""

@@ -199,11 +199,16 @@ class TranslationConfig:
         return self.llm_translators[: self.pass_at_k] + mt
 
 
-class PoolRun(Protocol):
+class ModelsRun(Protocol):
+    """A run config's models (every stage's run config is one)."""
+
+    models: ModelsConfig
+
+
+class PoolRun(ModelsRun, Protocol):
     """What translating with the pool reads of a run config (a ``RunConfig`` is one)."""
 
     output_dir: str
-    models: ModelsConfig
     translation: TranslationConfig
 
 
