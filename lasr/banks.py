@@ -20,6 +20,7 @@ from lasr.fusion import LaSRNet
 from lasr.losses import soft_ndcg_loss
 from lasr.model import LiRAModel, Streams
 from lira.data.types import PairData, Record, RetrievalData
+from lira.encoding import length_batches
 from lira.metrics import ndcg_dense, sts_correlations
 
 
@@ -57,13 +58,15 @@ def build_bank(
     on.
     """
     model.cache_streams = True
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))  # longest first: less padding
+    batches = length_batches(texts, batch_size)  # longest first: less padding
     parts = [
         model.streams([texts[i] for i in idx], [langs[i] for i in idx], kind=kind)
-        for idx in (order[s : s + batch_size] for s in range(0, len(texts), batch_size))
+        for idx in batches
     ]
-    streams = Streams.cat(parts) if parts else model.streams([], [], kind=kind)
-    streams = streams.select(torch.tensor(order).argsort()) if parts else streams  # input order
+    if not parts:
+        return StreamBank(list(keys), list(langs), list(texts), model.streams([], [], kind=kind))
+    order = torch.tensor([i for idx in batches for i in idx])
+    streams = Streams.cat(parts).select(order.argsort())  # back to input order
     return StreamBank(list(keys), list(langs), list(texts), streams)
 
 

@@ -52,6 +52,17 @@ def block_cosines(net: LaSRNet, q: Sequence[Tensor], d: Sequence[Tensor]) -> Ten
     return torch.stack([a.float() @ b.float().T for a, b in zip(qb, db)]).cpu()
 
 
+def fused_ndcg(
+    cos: Tensor, labels: Tensor, lam: Sequence[float], k: int = 10, mask: Tensor | None = None
+) -> Tensor:
+    """nDCG@k per query [Q] of the fused scores Σ_b λ_b cos_b [Q, D] against ``labels`` [Q, D]
+    (> 0 = relevant); ``mask`` [Q, D] (bool) marks documents a query may not rank."""
+    s = torch.einsum("b,bqd->qd", torch.tensor(lam, dtype=cos.dtype), cos)
+    if mask is not None:
+        s = s.masked_fill(mask, float("-inf"))
+    return ndcg_dense(s, labels, k)
+
+
 def fit_fusion(
     cos: Tensor,
     labels: Tensor,
@@ -70,10 +81,7 @@ def fit_fusion(
     rows = {lang: torch.as_tensor(r, dtype=torch.long) for lang, r in groups.items()}
 
     def evaluate(lam: Sequence[float]) -> tuple[float, dict[str, float]]:
-        s = torch.einsum("b,bqd->qd", torch.tensor(lam, dtype=cos.dtype), cos)
-        if mask is not None:
-            s = s.masked_fill(mask, float("-inf"))
-        per_q = ndcg_dense(s, labels, k)
+        per_q = fused_ndcg(cos, labels, lam, k, mask)
         by = {lang: float(per_q[r].mean()) for lang, r in rows.items()}
         return sum(by.values()) / len(by), by
 

@@ -34,21 +34,15 @@ from torch import Tensor
 
 from lasr.banks import retrieval_banks
 from lasr.engine import task_data
-from lasr.fixed_fusion import block_cosines
+from lasr.fixed_fusion import block_cosines, fused_ndcg
 from lasr.model import LiRAModel
 from lira.data.splits import load_splits
-from lira.metrics import ndcg_dense
 from lira.models import load_backbone
 from lira.runconfig import load_config
 from lira.translation.runner import store_path
 from lira.translation.store import TranslationStore
 
 Rule = Callable[[list[str]], Sequence[float]]
-
-
-def per_query(cos: Tensor, labels: Tensor, lam: Sequence[float], k: int = 10) -> Tensor:
-    """nDCG@k per query [Q] of the fused scores Σ_b λ_b cos_b."""
-    return ndcg_dense(torch.einsum("b,bqd->qd", torch.tensor(lam, dtype=cos.dtype), cos), labels, k)
 
 
 def lolo(rules: dict[str, Rule], score: Callable[[Sequence[float], str], float], langs: list[str]):
@@ -83,7 +77,7 @@ def main() -> None:
 
     def table(c: Tensor, g: Sequence[float]) -> tuple[list[tuple[float, ...]], Tensor]:
         combos = [lam for lam in itertools.product(g, repeat=len(c)) if any(lam)]
-        return combos, torch.stack([per_query(c, labels, lam) for lam in combos])  # [C, Q]
+        return combos, torch.stack([fused_ndcg(c, labels, lam) for lam in combos])  # [C, Q]
 
     combos, mats = table(cos, grid)
     combos4, mats4 = table(cos4, grid)
@@ -114,7 +108,7 @@ def main() -> None:
         return (acc / 50).tolist()
 
     def score3(lam: Sequence[float], x: str) -> float:
-        return float(per_query(cos[:, rows[x]], labels[rows[x]], lam).mean())
+        return float(fused_ndcg(cos[:, rows[x]], labels[rows[x]], lam).mean())
 
     res = lolo(
         {
@@ -128,7 +122,7 @@ def main() -> None:
     )
     res["+raw h"] = {
         x: float(
-            per_query(
+            fused_ndcg(
                 cos4[:, rows[x]],
                 labels[rows[x]],
                 argmax([y for y in langs if y != x], combos4, mats4),
@@ -155,7 +149,7 @@ def main() -> None:
         per_lang[x] = (c * q_en[:, None, None], lab)
     rows_d = [lam for lam in itertools.product(grid, repeat=3) if any(lam)]
     table_d = {
-        x: torch.stack([per_query(c, lab, lam).mean() for lam in rows_d])
+        x: torch.stack([fused_ndcg(c, lab, lam).mean() for lam in rows_d])
         for x, (c, lab) in per_lang.items()
     }
     now = rows_d.index((1.0, 1.0, 1.0)) if (1.0, 1.0, 1.0) in rows_d else None
