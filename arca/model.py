@@ -44,7 +44,7 @@ from torch import Tensor, nn
 from arca.actor import Actor
 from arca.adaptor import Adaptor
 from arca.config import ArcaConfig
-from arca.g_cache import GEmbeddingCache, cache_path, encoder_id
+from arca.g_cache import GEmbeddingCache, cache_path, encoder_id, kind_id
 from arca.pooling import temporal_pool
 from lira.checkpoint import CheckpointError, checkpoint_problem, load_safetensors, read_meta
 from lira.config import ModelsConfig, from_dict, to_dict
@@ -194,7 +194,7 @@ class ArcaModel(nn.Module):
             return temporal_pool(tokens, mask.to(dev), self.pool_size)  # [M, S, d]
 
         bins = None if sentence else self.pool_size
-        out = self.g_cache.pooled(texts, f"{self._g_id}|kind={kind}", bins, compute).to(dev)
+        out = self.g_cache.pooled(texts, kind_id(self._g_id, kind), bins, compute).to(dev)
         if sentence:
             ones = torch.ones(out.shape[:2], dtype=torch.long, device=dev)
             return temporal_pool(out, ones, self.pool_size)

