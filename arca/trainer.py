@@ -368,8 +368,8 @@ class ArcaTrainer(Trainer):
         self.model.save_pretrained(folder)
 
     def load_checkpoint_state(self, folder: Path, state: TrainerState) -> None:
-        """Restore weights, optimizers, step (= data position), EMA, counters and RNG, then
-        replay the target memo (:meth:`after_resume`)."""
+        """Restore weights, optimizers, step (= data position), EMA, counters and RNG (the base
+        then replays the target memo: :meth:`after_resume`)."""
         try:
             optimizers, rngs = state["optimizers"], state["rngs"]
             step, ema = int(state["step"]), state["ema"]
@@ -398,7 +398,6 @@ class ArcaTrainer(Trainer):
         if len(rngs) != self.world:
             log.warning("checkpoint has %d RNG states for %d processes", len(rngs), self.world)
         set_rng_state(rngs[self.accelerator.process_index % len(rngs)])
-        self.after_resume()
 
     def after_resume(self) -> None:
         """Exact resume: refill the model's memo of fixed English targets (objective d1) with

@@ -62,6 +62,7 @@ from lira.data.types import PairData, RetrievalData
 from lira.training import (
     Trainer,
     TrainerState,
+    all_finite,
     atomic_dir,
     log_metrics,
     make_accelerator,
@@ -324,7 +325,7 @@ class LaSRTrainer(Trainer):
             if loss is not None and not loss.requires_grad:
                 loss = None  # nothing trainable shapes ẑ (e.g. the "– multi-enc" ablation)
             if loss is not None:
-                self._bad_window |= not bool(torch.isfinite(loss.detach()).all())
+                self._bad_window |= not all_finite(loss)
                 acc.backward(loss)
                 if acc.sync_gradients:  # skipped when not finite: no NaN reaches the weights
                     bad = float("nan") if self._bad_window else None

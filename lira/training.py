@@ -65,6 +65,7 @@ __all__ = [
     "TrainResult",
     "Trainer",
     "TrainerState",
+    "all_finite",
     "atomic_dir",
     "check_fingerprint",
     "config_fingerprint",
@@ -244,7 +245,6 @@ class Trainer:
         what: str,
         fingerprint: dict[str, object] | None = None,
         keep_checkpoints: int = 2,
-        stage: str = "",
     ) -> None:
         self.cfg = cfg
         self.accelerator = accelerator
@@ -253,7 +253,7 @@ class Trainer:
         self.what = what
         """The trainer's name in logs and errors (``Arca``, ``LaSR``, ``baseline jsd``)."""
         self.fingerprint = fingerprint or run_fingerprint(
-            stage or self.section, {self.section: cfg}, self.unshaping
+            self.section, {self.section: cfg}, self.unshaping
         )
         """Stored in every checkpoint; :meth:`resume` refuses a checkpoint with another one."""
         self.keep_checkpoints = keep_checkpoints
@@ -296,6 +296,10 @@ class Trainer:
 
     def after_loop(self, total: int) -> None:
         """Called by :meth:`train` after its last step."""
+
+    def after_resume(self) -> None:
+        """Called by :meth:`resume` once the state is loaded (outside the check that reports a
+        state that does not fit, so an error here is not blamed on the checkpoint)."""
 
     def held_out(self) -> dict[str, object] | None:
         """Metrics on held-out data, None when there is none (no evaluation)."""
@@ -440,6 +444,7 @@ class Trainer:
             raise
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
             raise state_mismatch(last, what, e) from None
+        self.after_resume()
         self._resumed = True
         log.info("%s: resumed from %s (step %d)", what, last, self.step)
         return True

@@ -163,3 +163,39 @@ def test_the_baseline_trainer_honours_report_to_and_max_grad_norm(models_config,
     assert clips == [0.25] * 3
     path = t.finalize()
     assert path == tmp_path / "infonce" and (path / "lira_baseline.json").is_file()
+
+
+def test_an_error_after_resuming_is_not_blamed_on_the_checkpoint(tmp_path):
+    """:meth:`Trainer.after_resume` runs once the state is loaded, outside the check that calls a
+    state "not fitting": a failure there (a translator down while Arca replays its memo) is
+    raised as itself, not as a CheckpointError telling the user to delete a good checkpoint."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from lira.training import CheckpointError, run_fingerprint
+
+    class Tiny(Trainer):
+        section = "tiny"
+
+        def checkpoint_state(self) -> dict:
+            return {"step": self.step, "w": torch.ones(2)}
+
+        def save_files(self, folder: Path) -> None:
+            pass
+
+        def load_checkpoint_state(self, folder: Path, state: dict) -> None:
+            self.step = int(state["step"])
+
+        def after_resume(self) -> None:
+            raise ValueError("translator down")
+
+    cfg = SimpleNamespace(steps=4, max_grad_norm=1.0)
+    fingerprint = run_fingerprint("tiny", {"tiny": {"steps": 4}})
+    first = Tiny(cfg, Accelerator(cpu=True), tmp_path, "Tiny", fingerprint)
+    first.step = 2
+    first.save_checkpoint()
+    again = Tiny(cfg, Accelerator(cpu=True), tmp_path, "Tiny", fingerprint)
+    with pytest.raises(ValueError, match="translator down") as err:
+        again.resume()
+    assert not isinstance(err.value, CheckpointError) and again.step == 2

@@ -192,7 +192,7 @@ class ContrastiveTrainer(Trainer):
         fingerprint = fingerprint or run_fingerprint(
             what, {"baselines": flat_baselines(cfg)}, self.unshaping
         )
-        super().__init__(cfg, accelerator, checkpoints, what, fingerprint, keep_checkpoints, what)
+        super().__init__(cfg, accelerator, checkpoints, what, fingerprint, keep_checkpoints)
         self.checkpoint_dir = checkpoints
         """Where the ``step-*`` checkpoints go (``cfg.save_every`` > 0)."""
         self.backbone = model
