@@ -101,10 +101,11 @@ def lira_encoders(
     }
     fixed = run_dir / "lasr" / FIXED_FUSION
     if fixed.is_dir():  # step 0 of LaSR: the validation-best fixed fusion of the blocks
-        fused = LiRAModel.from_pretrained(fixed, translation=translation, device=device)
+        fused = LiRAModel.from_pretrained(fixed, store=lira.store, translation=translation,
+                                          device=device, backbone=lira.backbone)  # fmt: skip
         fused.use_run_cache(run_dir)
         fused.cache_streams = True
-        fused.share_streams(lira)  # same Arca and backbone: the streams are LiRA's
+        fused.share_streams(lira)  # same Arca, backbone and store: the streams are LiRA's
         out[FIXED_ROW] = fused
     if online:
         _go_online(lira)  # its components share the model (and its store)

@@ -247,10 +247,13 @@ class LiRAModel(nn.Module):
         load_store: bool = True,
         translation: TranslationConfig | None = None,
         device: str | torch.device | None = None,
+        backbone: Backbone | None = None,
     ) -> LiRAModel:
         """Load a folder written by :meth:`save_pretrained` (the backbone from its reference)
         onto ``device`` — every part: h, g, both Adaptors, the Actor and the head (None: CUDA
         when available, as sentence-transformers picks; :func:`lira.models.devices.default_device`).
+        ``backbone``: an h already loaded from the same ``models`` (another model of the run),
+        shared instead of loaded again; ``store``: likewise a store already open.
 
         The folder names its translators (names, models, kinds); their endpoints and API-key
         variables come from the caller's ``translation`` config only (matched by translator
@@ -277,7 +280,7 @@ class LiRAModel(nn.Module):
                 f"LiRA model folder {path} is damaged ({problem}); restore it, or train it "
                 "again with `lira lasr`"
             )
-        backbone = load_backbone(models)
+        backbone = backbone if backbone is not None else load_backbone(models)
         arca = _arca_from_folder(path / "arca", backbone)
         if store is None and load_store and meta.get("store"):
             where = path / meta["store"]

@@ -431,3 +431,21 @@ def test_share_streams_only_between_models_of_one_run(stack):
                     model.backbone, model.arca, model.store)  # fmt: skip
     with pytest.raises(ValueError, match="one run"):
         odd.share_streams(model)
+
+
+def test_the_fixed_fusion_row_shares_lira_backbone_and_store(stack, tmp_path):
+    """``lira compare``'s "fixed fusion" model (LaSR's step 0) reuses the LiRA model's h and
+    store instead of loading them again, and embeds exactly as the same folder loaded alone."""
+    from lasr.encoders import FIXED_ROW, LIRA, lira_encoders
+    from lasr.trainer import FIXED_FUSION
+
+    model, _, _ = stack
+    model.save_pretrained(tmp_path / "lira-model")
+    model.save_pretrained(tmp_path / "lasr" / FIXED_FUSION)
+    texts, langs = [*DE, EN[0]], ["de", "de", "en"]
+    alone = LiRAModel.from_pretrained(tmp_path / "lasr" / FIXED_FUSION, device="cpu")
+    want = alone.encode(texts, langs)
+    rows = lira_encoders(tmp_path, model.translation_cfg, device="cpu")
+    fused, lira = rows[FIXED_ROW], rows[LIRA]
+    assert fused.backbone is lira.backbone and fused.store is lira.store
+    assert np.abs(fused.encode(texts, langs) - want).max() < 1e-6
