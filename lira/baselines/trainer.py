@@ -79,7 +79,6 @@ from lira.baselines.data import (
     training_splits,
 )
 from lira.baselines.export import META_FILE, save_baseline
-from lira.baselines.export import load_baseline as load_baseline  # re-exported: evaluators load it
 from lira.baselines.method import BaselineMethod
 from lira.baselines.registry import get_method, method_names
 from lira.config import ModelsConfig

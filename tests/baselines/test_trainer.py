@@ -118,7 +118,7 @@ def test_checkpoint_loads_in_fresh_process(models_config, tmp_path, lora):
     assert not np.allclose(mine, base, atol=1e-5), "training did not change the weights"
     assert path == tmp_path / "ckpt" and (path / "lira_baseline.json").is_file()
     code = (
-        "import sys, numpy as np; from lira.baselines.trainer import load_baseline;"
+        "import sys, numpy as np; from lira.baselines.export import load_baseline;"
         f"np.save(sys.argv[1], load_baseline(sys.argv[2]).encode({TEXTS!r}, kind='query'))"
     )
     npy = tmp_path / "emb.npy"
