@@ -132,15 +132,9 @@ class StoreCandidates:
 def build_items(records: Sequence[Record], fetch: CandidateFn, online: bool) -> list[ArcaItem]:
     """ArcaItems from Records (``.text``, ``.lang``); offline: candidates read now."""
     items = [ArcaItem(r.text, r.lang, None) for r in records]
-    if online:
-        return items
-    by_lang: dict[str, list[int]] = {}
-    for i, it in enumerate(items):
-        by_lang.setdefault(it.lang, []).append(i)
-    for lang, rows in by_lang.items():
-        found = fetch([items[i].source for i in rows], lang)
-        for i, c in zip(rows, found):
-            items[i].candidates = list(c)
+    if not online:
+        for it, cands in zip(items, fetch_candidates(items, fetch)):
+            it.candidates = cands
     return items
 
 

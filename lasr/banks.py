@@ -89,16 +89,11 @@ def retrieval_banks(
 
 
 def pair_bank(model: LiRAModel, pairs: PairData, batch_size: int) -> StreamBank:
-    """Bank of every distinct sentence of a pair data set (keyed 'lang\\ttext')."""
-    l1 = pairs.lang1 or ["xx"] * len(pairs.sentence1)
-    l2 = pairs.lang2 or ["xx"] * len(pairs.sentence2)
-    seen: dict[str, tuple[str, str]] = {}
-    for t, lang in zip(pairs.sentence1 + pairs.sentence2, l1 + l2):
-        seen.setdefault(f"{lang}\t{t}", (t, lang))
-    keys = list(seen)
-    return build_bank(
-        model, keys, [seen[k][0] for k in keys], [seen[k][1] for k in keys], "query", batch_size
-    )
+    """Bank of every distinct sentence of a pair data set (keyed 'lang\\ttext': :func:`pair_keys`)."""
+    k1, k2 = pair_keys(pairs)
+    keys = list(dict.fromkeys(k1 + k2))
+    langs, texts = zip(*(k.split("\t", 1) for k in keys)) if keys else ((), ())
+    return build_bank(model, keys, list(texts), list(langs), "query", batch_size)
 
 
 def pair_keys(pairs: PairData) -> tuple[list[str], list[str]]:
