@@ -37,7 +37,6 @@ from lasr.engine import task_data
 from lasr.fixed_fusion import block_cosines, fused_ndcg
 from lasr.model import LiRAModel
 from lira.data.splits import load_splits
-from lira.models import load_backbone
 from lira.runconfig import load_config
 from lira.translation.runner import store_path
 from lira.translation.store import TranslationStore
@@ -53,6 +52,13 @@ def lolo(rules: dict[str, Rule], score: Callable[[Sequence[float], str], float],
     }
 
 
+def relevance(
+    qrels: dict[str, dict[str, int]], queries: Sequence[str], docs: Sequence[str]
+) -> Tensor:
+    """[Q, D] binary relevance of every (query, document) key pair."""
+    return torch.tensor([[float(qrels[q].get(d, 0) > 0) for d in docs] for q in queries])
+
+
 def main() -> None:
     """Print the leave-one-language-out table of every rule on the validation split."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -66,8 +72,8 @@ def main() -> None:
     _, dev, _, _ = task_data(cfg)
     qb, db = retrieval_banks(model, dev, 64)
     cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())  # [3, Q, D]
-    labels = torch.tensor([[float(dev.qrels[q].get(d, 0) > 0) for d in db.keys] for q in qb.keys])
-    h = load_backbone(cfg.models)
+    labels = relevance(dev.qrels, qb.keys, db.keys)
+    h = model.backbone  # the run's h, already loaded
     raw_q = torch.from_numpy(h.encode([r.text for r in dev.queries], kind="query"))
     raw_d = torch.from_numpy(h.encode([r.text for r in dev.corpus], kind="document"))
     cos4 = torch.cat([cos, (raw_q @ raw_d.T)[None].to(cos.dtype)])  # [4, Q, D]
@@ -145,9 +151,8 @@ def main() -> None:
         data = splits.dataset.retrieval("en", [x], splits.dev_ids)
         qx, dx = retrieval_banks(model, data, 64)
         c = block_cosines(model.net, qx.streams.tensors(), dx.streams.tensors())
-        lab = torch.tensor([[float(data.qrels[q].get(d, 0) > 0) for d in dx.keys] for q in qx.keys])
-        per_lang[x] = (c * q_en[:, None, None], lab)
-    rows_d = [lam for lam in itertools.product(grid, repeat=3) if any(lam)]
+        per_lang[x] = (c * q_en[:, None, None], relevance(data.qrels, qx.keys, dx.keys))
+    rows_d = combos  # the same grid of three block weights
     table_d = {
         x: torch.stack([fused_ndcg(c, lab, lam).mean() for lam in rows_d])
         for x, (c, lab) in per_lang.items()
