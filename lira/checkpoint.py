@@ -93,7 +93,9 @@ def _tag() -> str:
 def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
     """Yield a temporary folder that replaces ``final`` only once the block succeeds.
 
-    With ``manifest`` the folder gets :data:`MANIFEST` (file sizes) before it is renamed.
+    With ``manifest`` the folder gets :data:`MANIFEST` (file sizes) before it is renamed. What
+    killed saves left beside ``final`` is handled first (:func:`clean_stale`), so a final folder
+    outside a checkpoint root (``<output_dir>/lira-model``) leaves no ``.tmp-`` folder either.
     """
     final = Path(final)
     for p in (*reversed(final.parents), final):
@@ -103,6 +105,7 @@ def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
                 "another --output-dir)"
             )
     final.parent.mkdir(parents=True, exist_ok=True)
+    clean_stale(final.parent)
     tmp = final.parent / f".{final.name}.tmp-{_tag()}"
     if tmp.exists():
         shutil.rmtree(tmp)

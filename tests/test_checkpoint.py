@@ -497,3 +497,20 @@ def test_disk_full_during_a_save_is_one_line_naming_the_folder_and_the_space(
     ):
         with atomic_dir(step_dir(tmp_path / "fresh", 1)) as tmp:
             save_state(tmp, {"w": torch.zeros(1_000_000)})
+
+
+def test_a_save_removes_what_a_killed_save_left_beside_it(tmp_path):
+    """A final folder outside any checkpoint root (``<output_dir>/lira-model``): the next
+    :func:`atomic_dir` save removes the temporary folder of a killed earlier save beside it,
+    and leaves a running process's alone."""
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname()
+    killed, live = f".lira-model.tmp-{dead.pid}@{host}", f".lira-model.tmp-{os.getppid()}@{host}"
+    for name in (killed, live):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "head.safetensors").write_bytes(b"partial")
+    with atomic_dir(tmp_path / "lira-model") as tmp:
+        (tmp / "head.safetensors").write_bytes(b"whole")
+    assert sorted(p.name for p in tmp_path.iterdir()) == [live, "lira-model"]
+    assert (tmp_path / "lira-model" / "head.safetensors").read_bytes() == b"whole"
