@@ -85,6 +85,7 @@ from lira.training import (
     TrainerState,
     atomic_dir,
     dumps_json,
+    finish_trackers,
     log_metrics,
     make_accelerator,
     rng_state,
@@ -351,7 +352,7 @@ class ArcaTrainer(Trainer):
     def checkpoint_state(self) -> TrainerState:
         """Optimizers, step, EMA baseline, counters, selection, history, every process's RNG."""
         self._merge_selection()
-        rngs = self.gather(rng_state())
+        rngs = self.rank_states(rng_state())
         return {
             "step": self.step,
             "ema": self.ema,
@@ -395,9 +396,7 @@ class ArcaTrainer(Trainer):
         self.selection = selection
         self._local_selection.clear()
         self.history = history
-        if len(rngs) != self.world:
-            log.warning("checkpoint has %d RNG states for %d processes", len(rngs), self.world)
-        set_rng_state(rngs[self.accelerator.process_index % len(rngs)])
+        set_rng_state(self.own_rank_state(rngs))
 
     def after_resume(self) -> None:
         """Exact resume: refill the model's memo of fixed English targets (objective d1) with
@@ -441,5 +440,5 @@ class ArcaTrainer(Trainer):
                 text = dumps_json(rounded(self._summary))
                 (tmp / "metrics.json").write_text(text, encoding="utf-8")
         self.accelerator.wait_for_everyone()
-        self.accelerator.end_training()
+        finish_trackers(self.accelerator)  # the process group lives on (lira run's next stages)
         return final

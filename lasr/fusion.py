@@ -168,6 +168,22 @@ class FusionHead(nn.Module):
         """Output dimension d_en + d_lr + d_g."""
         return self.d_en + self.d_lr + self.d_g
 
+    def idle_parameters(self) -> set[str]:
+        """Names of the parameters ẑ never reads with this head's switches: the raw view's gate
+        without ``raw_view``, the English token's projection without both streams, the fusion
+        transformer and Δ without the multilingual stream, and ``logit_scale`` (the loss's,
+        not ẑ's). They must not train: DDP requires a gradient for every trainable one."""
+        idle = {"logit_scale"}
+        if not (self.raw_view and self.use_en):
+            idle |= {"raw_gate.weight", "raw_gate.bias"}
+        if not self.use_lr:
+            idle |= {"stream"}
+            for name in ("proj_lr", "encoder", "norm", "delta"):
+                idle |= {f"{name}.{n}" for n, _ in getattr(self, name).named_parameters()}
+        if not (self.use_lr and self.use_en):
+            idle |= {f"proj_en.{n}" for n, _ in self.proj_en.named_parameters()}
+        return idle
+
     @property
     def splits(self) -> tuple[int, int, int]:
         """Widths of the blocks of ẑ, in :data:`BLOCKS` order."""

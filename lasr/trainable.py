@@ -64,27 +64,42 @@ def fit_validation_fusion(
     return fits
 
 
-def param_groups(model: LiRAModel, cfg: LaSRConfig) -> tuple[list[ParamGroup], bool]:
+def param_groups(
+    model: LiRAModel, cfg: LaSRConfig, task: str = "retrieval"
+) -> tuple[list[ParamGroup], bool]:
     """The optimizer groups (head at ``lr``, its gate at ``gate_lr``, Adaptor and g at
     ``adaptor_lr``) with ``requires_grad`` set, and whether g trains (its cached embeddings
-    are then dropped)."""
+    are then dropped).
+
+    Only what the config uses trains (``task``: LaSR's resolved task): the head's
+    :meth:`~lasr.fusion.FusionHead.idle_parameters` stay frozen, ``logit_scale`` trains with
+    ``learn_temperature`` when the ranking loss is used, the Adaptor and g only when the
+    multilingual stream is on. Under DDP every trainable parameter must get a gradient at
+    every step, so an unused one would stop the run."""
     net, head = model.net, model.net.head
-    gate = [
-        head.type_logw,
-        head.logit_scale,
-        *head.gate_mlp.parameters(),
-        *head.raw_gate.parameters(),
-    ]
-    gate_ids = {id(p) for p in gate}
-    rest = [p for p in head.parameters() if id(p) not in gate_ids]
+    idle = head.idle_parameters()
+    if cfg.learn_temperature and task in ("retrieval", "both"):
+        idle.discard("logit_scale")
+    used = {n: p for n, p in head.named_parameters() if n not in idle}
+    for n, p in head.named_parameters():
+        p.requires_grad_(n in used)
+    gate_names = {"type_logw", "logit_scale", "raw_gate.weight", "raw_gate.bias"}
+    gate_names |= {f"gate_mlp.{n}" for n, _ in head.gate_mlp.named_parameters()}
+    gate = [p for n, p in used.items() if n in gate_names]
+    rest = [p for n, p in used.items() if n not in gate_names]
     groups: list[ParamGroup] = [{"params": rest, "lr": cfg.lr}, {"params": gate, "lr": cfg.gate_lr}]
+    groups = [g for g in groups if g["params"]]
     arca_params = []
-    if cfg.train_adaptor:
+    multilingual = head.use_lr  # E_lr (and g's own block) read the Adaptor and g
+    if cfg.train_adaptor and multilingual:
         arca_params += list(net.adaptor.parameters())
-    train_g = cfg.train_encoder and bool(is_trainable(model.arca.encoder))
+    train_g = cfg.train_encoder and multilingual and bool(is_trainable(model.arca.encoder))
     if cfg.train_encoder and not train_g:
-        log.warning("lasr.train_encoder ignored: g (%s) has no trainable weights",
-                    model.models_cfg.encoder)  # fmt: skip
+        why = (
+            "the multilingual stream is off" if not multilingual else "it has no trainable weights"
+        )
+        log.warning("lasr.train_encoder ignored: g (%s) does not train: %s",
+                    model.models_cfg.encoder, why)  # fmt: skip
     if train_g:
         arca_params += list(model.arca.encoder.parameters())
         model.arca.g_cache = None  # g changes: its cached embeddings no longer hold

@@ -36,12 +36,14 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
 from accelerate import Accelerator
-from torch import Tensor
+from torch import Tensor, nn
 
+from arca.model import ArcaModel
 from lasr.banks import (
     StreamBank,
     embed_rows,
@@ -64,6 +66,7 @@ from lira.training import (
     TrainerState,
     all_finite,
     atomic_dir,
+    finish_trackers,
     log_metrics,
     make_accelerator,
     rng_state,
@@ -72,6 +75,7 @@ from lira.training import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 LASR_UNSHAPING = ("lasr.steps", "lasr.save_every", "lasr.log_every", "lasr.report_to")
 """LaSR fields left out of the fingerprint: the learning rate is constant and saving / logging
@@ -80,6 +84,39 @@ read no RNG, so a run resumed with more steps continues exactly (a checkpoint pa
 FIXED_FUSION = "fixed-fusion"
 """``<output_dir>/lasr/fixed-fusion``: the LiRA model at step 0 (the validation-fitted fixed
 score fusion of its blocks), which ``lira compare`` shows beside the trained one."""
+
+
+class TrainedModules(nn.Module):
+    """What LaSR trains, as one module for the accelerator to wrap (DDP under a launcher): the
+    net and, with ``lasr.train_encoder``, Arca's g, whose bins are then recomputed with
+    gradient, so that g's gradients are all-reduced with the net's.
+
+    A step runs it more than once (queries, documents, pairs) before one backward; DDP allows
+    that without ``find_unused_parameters`` as every trainable parameter is used at every step
+    (:func:`lasr.trainable.param_groups` freezes the rest): autograd sums a parameter's
+    gradients from all uses before its one reduction hook fires.
+    """
+
+    def __init__(self, net: LaSRNet, arca: ArcaModel | None = None) -> None:
+        super().__init__()
+        self.net = net
+        self.encoder = arca.encoder if arca is not None else None
+        self.pooled_sources = arca.pooled_sources if arca is not None else None
+
+    def forward(
+        self,
+        e_en: Tensor,
+        g_bins: Tensor,
+        feats: Tensor,
+        e_raw: Tensor,
+        texts: list[str] | None = None,
+        kind: str = "query",
+    ) -> Tensor:
+        """ẑ [B, d] of streams [B, d_en], [B, S, d_g], [B, 9], [B, d_en]; with ``texts`` (g
+        trains) the bins are g's of ``texts`` (``kind``) instead of ``g_bins``."""
+        if texts is not None and self.pooled_sources is not None:
+            g_bins = self.pooled_sources(texts, kind)
+        return self.net(e_en, g_bins, feats, e_raw)
 
 
 class LaSRTrainer(Trainer):
@@ -155,17 +192,29 @@ class LaSRTrainer(Trainer):
         """The validation-best fixed fusion per query type (``lasr.fusion_init: validation``)."""
         if cfg.fusion_init == "validation":
             self.fits = fit_validation_fusion(model, eval_retrieval, cfg)
-        groups, self.train_g = param_groups(model, cfg)
+        groups, self.train_g = param_groups(model, cfg, task)
         self.params = [p for g in groups for p in g["params"]]
         self.optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)
-        self.net, self.optimizer = self.accelerator.prepare(net, self.optimizer)
-        self.ema = HeadEMA(self.accelerator.unwrap_model(self.net), cfg.ema_decay)
+        self.net: LaSRNet = net
+        """The trained net (unwrapped); :attr:`wrapped` is what runs it with gradient."""
+        trained = TrainedModules(net, model.arca if self.train_g else None)
+        self.wrapped, self.optimizer = self.accelerator.prepare(trained, self.optimizer)
+        """:class:`TrainedModules` as the accelerator prepared it (DDP under a launcher)."""
+        self.ema = HeadEMA(net, cfg.ema_decay)
         self.initial = self.ema.snapshot()
         """The net at step 0 (with ``fusion_init: validation``: the fitted fixed fusion)."""
         qsize = cfg.corr_queue_size if cfg.use_queue else 0
         self.corr_queue = CorrQueue(qsize, cfg.corr_min if cfg.use_queue else 0)
         self.doc_queue = DocQueue(cfg.doc_queue_size if cfg.use_queue else 0)
-        self.gen = torch.Generator().manual_seed(cfg.seed + self.accelerator.process_index)
+        self.gen = torch.Generator().manual_seed(cfg.seed)
+        """The sampler: the same on every process, which each takes its own part of a step's
+        draw (:meth:`_draw`, :meth:`_shard`)."""
+        for n in (len(self.train_q) if self.qbank else None, len(self.k1) if self.pbank else None):
+            if n is not None and n < self.world:
+                raise ValueError(f"lasr: {n} training examples for {self.world} processes: each "
+                                 "process needs one; use fewer processes or more data")  # fmt: skip
+        self.drawn: dict[str, list[str]] = {}
+        """The keys this process trained on at the last step (``queries``, ``pairs``)."""
         self.eval_retrieval, self.eval_pairs = eval_retrieval, eval_pairs
         self._bad_window = False
         self.best: dict[str, object] = {}
@@ -198,37 +247,48 @@ class LaSRTrainer(Trainer):
             return None
         return net.head.logit_scale.clamp(-MAX_LOG_GATE, MAX_LOG_GATE)
 
-    def _sample(self, n: int, size: int) -> list[int]:
-        return torch.randperm(n, generator=self.gen)[: min(size, n)].tolist()
+    def _draw(self, n: int, size: int) -> list[int]:
+        """A step's draw of ``size`` rows per process out of ``n`` (all processes together,
+        distinct): the same on every process (the shared sampler), so ``world`` processes ×
+        ``size`` draw what one process × ``world · size`` draws."""
+        return torch.randperm(n, generator=self.gen)[: min(size * self.world, n)].tolist()
 
-    def _embed(self, bank: StreamBank, keys: list[str]) -> Tensor:
-        """ẑ [B, d] of bank ``keys``, with gradient."""
+    def _shard(self, items: list[T]) -> list[T]:
+        """This process's part of a step's draw (consecutive, near-equal parts in process
+        order): no two processes train on the same example in a step."""
+        part = np.array_split(np.arange(len(items)), self.world)[self.accelerator.process_index]
+        return [items[i] for i in part.tolist()]
+
+    def _embed(self, bank: StreamBank, keys: list[str], kind: str = "query") -> Tensor:
+        """ẑ [B, d] of bank ``keys`` (``kind`` texts), with gradient."""
         s = bank.rows(keys)
         dev = self.accelerator.device
-        g_bins = s.g_bins.to(dev)
+        texts = None
         if self.train_g:  # g trains: its bins are recomputed with gradient
             texts = [bank.texts[bank.index[k]] for k in keys]
-            g_bins = self.model.arca.pooled_sources(texts)
-        return self.net(s.e_en.to(dev), g_bins, s.feats.to(dev), s.e_raw.to(dev))
+        g_bins = s.g_bins.to(dev)
+        return self.wrapped(s.e_en.to(dev), g_bins, s.feats.to(dev), s.e_raw.to(dev), texts, kind)
 
     def retrieval_loss(self) -> Tensor:
         """One query batch + document batch -> soft nDCG loss with mined negatives (Eq. 35-44)."""
         cfg, data = self.cfg, self.retrieval
         assert data is not None and self.qbank is not None and self.dbank is not None
-        qids = [self.train_q[i] for i in self._sample(len(self.train_q), cfg.batch_size)]
+        qids = [self.train_q[i] for i in self._draw(len(self.train_q), cfg.batch_size)]
         rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, (1,), generator=self.gen)))
         pos = []
         for q in qids:
             rel = sorted(d for d, v in data.qrels[q].items() if v > 0 and d in self.dbank.index)
             pos.append(rel[int(rng.integers(len(rel)))])
-        extra = [self.dbank.keys[i] for i in self._sample(len(self.dbank.keys), cfg.batch_size)]
+        extra = [self.dbank.keys[i] for i in self._draw(len(self.dbank.keys), cfg.batch_size)]
+        qids, pos, extra = self._shard(qids), self._shard(pos), self._shard(extra)
+        self.drawn["queries"] = qids
         docs = list(dict.fromkeys(pos + extra))  # positives first, no duplicates
         zq = self._embed(self.qbank, qids)  # [B, d]
         relevant = [{d for d, v in data.qrels[q].items() if v > 0} for q in qids]
-        net = self.accelerator.unwrap_model(self.net)
+        net = self.net
         if cfg.negatives == "corpus":  # embeds its own positives and negatives
             return self._corpus_loss(net, zq, pos, relevant)
-        zd = self._embed(self.dbank, docs)  # [D, d]
+        zd = self._embed(self.dbank, docs, "document")  # [D, d]
         d_langs = [self.dbank.langs[self.dbank.index[d]] for d in docs]
         pos_rows = [docs.index(p) for p in pos]
         neg_langs = [d_langs[r] for r in pos_rows]  # negatives in the positive's language
@@ -278,7 +338,7 @@ class LaSRTrainer(Trainer):
         valid = torch.isfinite(top.values)
         keys = [bank.keys[j] for j in top.indices.flatten().tolist()]
         uniq = list(dict.fromkeys(keys + pos))
-        z = self._embed(bank, uniq)  # with gradient
+        z = self._embed(bank, uniq, "document")  # with gradient
         row = {k: i for i, k in enumerate(uniq)}
         neg = z[[row[k] for k in keys]].view(len(pos), m, -1)
         s_pos = (zq * z[[row[p] for p in pos]]).sum(-1, keepdim=True)
@@ -291,7 +351,8 @@ class LaSRTrainer(Trainer):
         during warm-up (the batch is only enqueued)."""
         cfg = self.cfg
         assert self.pbank is not None and self.pairs is not None
-        rows = self._sample(len(self.k1), cfg.batch_size)
+        rows = self._shard(self._draw(len(self.k1), cfg.batch_size))
+        self.drawn["pairs"] = [f"pair {i}" for i in rows]
         dev = self.accelerator.device
         z1 = self._embed(self.pbank, [self.k1[i] for i in rows])
         z2 = self._embed(self.pbank, [self.k2[i] for i in rows])
@@ -310,7 +371,7 @@ class LaSRTrainer(Trainer):
         """One optimisation step (one micro-batch of the accumulation window): the task losses,
         backward, and at the window's end the clipped, finite-checked update; the EMA follows."""
         acc = self.accelerator
-        with acc.accumulate(self.net):
+        with acc.accumulate(self.wrapped):
             terms: dict[str, float] = {}
             loss = None
             if self.task in ("retrieval", "both"):
@@ -335,7 +396,7 @@ class LaSRTrainer(Trainer):
                     self.optimizer.step()  # inside an accumulation window: a no-op
                 self.optimizer.zero_grad()
         self.step += 1
-        self.ema.update(acc.unwrap_model(self.net))
+        self.ema.update(self.net)
         terms["step"] = self.step
         self.history.append(terms)
         return terms
@@ -375,7 +436,7 @@ class LaSRTrainer(Trainer):
         use_ema: bool = True,
     ) -> dict[str, object]:
         """Held-out metrics of the EMA weights (or the live ones): nDCG@k / soft loss, Pearson."""
-        net = self.ema.shadow if use_ema else self.accelerator.unwrap_model(self.net)
+        net = self.ema.shadow if use_ema else self.net
         out: dict[str, object] = {}
         if retrieval is not None:
             qb, db = retrieval_banks(self.model, retrieval, self.cfg.encode_batch_size)
@@ -390,21 +451,28 @@ class LaSRTrainer(Trainer):
 
     # ---------------------------------------------------------------- checkpoints
     def checkpoint_state(self) -> TrainerState:
-        """Net, EMA, optimizer, queues, sampler and RNG states, history, evals, best."""
-        return {
-            "step": self.step,
-            "net": self.accelerator.unwrap_model(self.net).state_dict(),
-            "ema": self.ema.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+        """Net (and g when it trains), EMA, optimizer, sampler, history, evals, best, and per
+        process (:meth:`~lira.training.Trainer.rank_states`) its queues and RNG states."""
+        own = {
             "corr_queue": self.corr_queue.state_dict(),
             "doc_queue": self.doc_queue.state_dict(),
-            "generator": self.gen.get_state(),
             "rng": rng_state(),
+        }
+        state = {
+            "step": self.step,
+            "net": self.net.state_dict(),
+            "ema": self.ema.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "generator": self.gen.get_state(),
+            "ranks": self.rank_states(own),
             "history": self.history,
             "evals": self.evals,
             "nonfinite_steps": self.nonfinite_steps,
             "best": self.best,
         }
+        if self.train_g:
+            state["encoder"] = self.model.arca.encoder.state_dict()
+        return state
 
     def save_files(self, folder: Path) -> None:
         """``meta.json``: the step and the task."""
@@ -412,13 +480,17 @@ class LaSRTrainer(Trainer):
 
     def load_checkpoint_state(self, folder: Path, state: TrainerState) -> None:
         """Restore :meth:`checkpoint_state`."""
-        self.accelerator.unwrap_model(self.net).load_state_dict(state["net"])
+        self.net.load_state_dict(state["net"])
+        if self.train_g:
+            self.model.arca.encoder.load_state_dict(state["encoder"])
         self.ema.load_state_dict(state["ema"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.corr_queue.load_state_dict(state["corr_queue"])
-        self.doc_queue.load_state_dict(state["doc_queue"])
+        ranks = state.get("ranks") or [state]  # one process's state at the top: older runs
+        own = self.own_rank_state(ranks)
+        self.corr_queue.load_state_dict(own["corr_queue"])
+        self.doc_queue.load_state_dict(own["doc_queue"])
         self.gen.set_state(state["generator"])
-        set_rng_state(state["rng"])
+        set_rng_state(own["rng"])
         self.step, self.history = int(state["step"]), list(state["history"])
         self.evals = list(state.get("evals", []))
         self.nonfinite_steps = int(state.get("nonfinite_steps", 0))
@@ -447,5 +519,5 @@ class LaSRTrainer(Trainer):
             with atomic_dir(final) as tmp:
                 self.model.save_pretrained(tmp)
         self.accelerator.wait_for_everyone()
-        self.accelerator.end_training()
+        finish_trackers(self.accelerator)  # the process group lives on: the CLI ends it
         return final

@@ -37,7 +37,7 @@ from evaluators.config import EvalConfig
 from lira.ablate import ROWS as ABLATION_ROWS
 from lira.config import field_docs, open_sections
 from lira.errors import LiRAError, UserInputError
-from lira.pipeline import STAGES, load_engine
+from lira.pipeline import STAGES, load_engine, refuse_launcher
 from lira.runconfig import RunConfig, load_config
 
 ENVIRONMENT_ERRNOS = {
@@ -296,5 +296,13 @@ def _dispatch(args: argparse.Namespace) -> None:
         target = "evaluators.mteb_adapter:translate_tasks"
     if args.command == "tune-translator" and args.evaluate:
         target = "evaluators.translators:run_translator_eval"
+    if args.command in ("compare", "eval"):
+        refuse_launcher(args.command)
     engine = _load_engine(target)
-    engine(cfg, args)
+    try:
+        engine(cfg, args)
+    finally:
+        if "torch.distributed" in sys.modules:  # a launcher's process group: ended once, here
+            from lira.training import end_process_group
+
+            end_process_group()

@@ -21,6 +21,7 @@ import hashlib
 import importlib
 import json
 import logging
+import os
 import time
 from argparse import Namespace
 from dataclasses import dataclass
@@ -75,6 +76,29 @@ STAGES: dict[str, Stage] = {
 }  # fmt: skip
 """The stages of ``lira run``, in order."""
 ORDER = list(STAGES)
+ONE_PROCESS = ("compare", "reason")
+"""Stages that do not split their work across processes: under a launcher (``accelerate
+launch``, ``torchrun``) ``lira run`` runs them on the main process only, and ``lira compare``
+alone refuses (:func:`refuse_launcher`)."""
+
+
+def launcher_processes() -> int:
+    """The number of processes a launcher started (``WORLD_SIZE``; 1 without a launcher)."""
+    return int(os.environ.get("WORLD_SIZE", "1") or 1)
+
+
+def main_process() -> bool:
+    """True on the launcher's process 0 (and without a launcher): the one that writes the run's
+    own files (``config.yaml``, the stage markers, ``run_summary.json``)."""
+    return int(os.environ.get("RANK", "0") or 0) == 0
+
+
+def refuse_launcher(command: str) -> None:
+    """Refuse ``lira <command>`` (one that does not split its work) under a multi-process launcher."""
+    if launcher_processes() > 1:
+        raise LiRAError(f"lira {command} does not split its work across processes: run it with "
+                        f"one process (python -m lira {command} …, without accelerate launch or "
+                        f"torchrun); lira run runs it on the main process only")  # fmt: skip
 
 
 def stage_fingerprint(cfg: RunConfig, stage: str) -> str:
@@ -107,12 +131,18 @@ def _read_marker(path: Path) -> dict[str, Any]:
 
 
 def run_pipeline(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
-    """Run the configured stages in order, skipping those already finished with this config."""
+    """Run the configured stages in order, skipping those already finished with this config.
+
+    Under a launcher every process runs the stages (the trainers share the work), except
+    :data:`ONE_PROCESS`, which the main process runs alone; the main process writes the run's
+    files."""
     out = Path(cfg.output_dir)
+    main = main_process()
     (out / "stages").mkdir(parents=True, exist_ok=True)
     record = out / "config.yaml"
     previous = record.read_bytes() if record.is_file() else None
-    save_config(cfg, record)
+    if main:
+        save_config(cfg, record)
     args = args or Namespace(resume=False, import_file=None, translator=None, methods=None)
     timings: dict[str, Any] = {}
     ran = 0
@@ -123,6 +153,10 @@ def run_pipeline(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any
         if done.get("fingerprint") == fingerprint and not done.get("pending"):
             log.info("stage %s: already done with this config, skipped", stage)
             timings[stage] = "skipped"
+            continue
+        if stage in ONE_PROCESS and not main:
+            log.info("stage %s: left to the main process (it does not split its work)", stage)
+            timings[stage] = "main process"
             continue
         if done.get("pending"):
             log.info("stage %s: %s item(s) failed last time; running it again", stage,
@@ -136,7 +170,7 @@ def run_pipeline(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any
             # changed keys and the fix; a damaged checkpoint; nothing translated) before this
             # run finished a stage: config.yaml goes back to the config of the outputs that are
             # still there.
-            if not ran and previous is not None:
+            if not ran and previous is not None and main:
                 record.write_bytes(previous)
             if isinstance(e, CheckpointError):
                 raise CheckpointError(f"stage {stage}: {e}") from e
@@ -144,9 +178,11 @@ def run_pipeline(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any
         ran += 1
         seconds = round(time.perf_counter() - start, 1)
         pending = result.get("pending", 0) if isinstance(result, dict) else 0
-        write_json(marker, {"stage": stage, "fingerprint": fingerprint, "seconds": seconds,
-                            "pending": pending})  # fmt: skip
+        if main:
+            write_json(marker, {"stage": stage, "fingerprint": fingerprint, "seconds": seconds,
+                                "pending": pending})  # fmt: skip
         log.info("stage %s: done in %.1f s", stage, seconds)
         timings[stage] = seconds
-    write_json(out / "run_summary.json", {"stages": timings})
+    if main:
+        write_json(out / "run_summary.json", {"stages": timings})
     return timings

@@ -149,6 +149,15 @@ def adamw_kwargs(device: torch.device | str) -> dict[str, bool]:
     return {"fused": True} if fused else {"foreach": True}
 
 
+def end_process_group() -> None:
+    """Destroy the launcher's process group, if any: once, when a ``lira`` command is done (the
+    stages of ``lira run`` share it, so no trainer ends it)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def log_metrics(acc: Accelerator, terms: Mapping[str, object], step: int) -> None:
     """Send the numeric ``terms`` of ``step`` to the accelerator's trackers (if any)."""
     if getattr(acc, "trackers", None):
@@ -396,6 +405,23 @@ class Trainer:
         from accelerate.utils import gather_object
 
         return gather_object([obj]) if self.world > 1 else [obj]
+
+    def rank_states(self, state: TrainerState) -> list[TrainerState]:
+        """``state`` of every process, in process order, on the CPU: what a checkpoint holds
+        once per process (its RNG states, a sampler or queue of its own); every process calls
+        it. :meth:`own_rank_state` picks a process's entry back out on resume."""
+        from accelerate.utils import send_to_device
+
+        return self.gather(send_to_device(state, "cpu"))  # type: ignore[return-value]
+
+    def own_rank_state(self, states: Sequence[TrainerState]) -> TrainerState:
+        """This process's entry of :meth:`rank_states`' list (a checkpoint written by another
+        number of processes gives process i entry i modulo their number, with a warning)."""
+        if len(states) != self.world:
+            log.warning("%s: the checkpoint holds the state of %d processes, this run has %d; "
+                        "the resumed run will not repeat the uninterrupted one exactly",
+                        self.what, len(states), self.world)  # fmt: skip
+        return states[self.accelerator.process_index % len(states)]
 
     # ------------------------------------------------------------------ checkpoints
     def start_fresh(self) -> None:
