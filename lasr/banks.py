@@ -10,6 +10,7 @@ them: nDCG@k / soft nDCG loss per query language, Pearson / Spearman.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -22,6 +23,10 @@ from lasr.model import LiRAModel, Streams
 from lira.data.types import PairData, Record, RetrievalData
 from lira.encoding import length_batches
 from lira.metrics import ndcg_dense, sts_correlations
+from lira.training import process_state
+
+if TYPE_CHECKING:
+    from accelerate import PartialState
 
 
 @dataclass
@@ -58,6 +63,9 @@ def build_bank(
     on.
     """
     model.cache_streams = True
+    state = process_state()
+    if state.num_processes > 1:  # each text computed on one process, gathered to all
+        share_streams(model, texts, langs, kind, batch_size, state)
     batches = length_batches(texts, batch_size)  # longest first: less padding
     parts = [
         model.streams([texts[i] for i in idx], [langs[i] for i in idx], kind=kind)
@@ -68,6 +76,57 @@ def build_bank(
     order = torch.tensor([i for idx in batches for i in idx])
     streams = Streams.cat(parts).select(order.argsort())  # back to input order
     return StreamBank(list(keys), list(langs), list(texts), streams)
+
+
+GATHER_ROWS = 2048
+"""Rows of a bank gathered across processes per collective call (bounds the padded buffer)."""
+
+
+def share_streams(
+    model: LiRAModel,
+    texts: list[str],
+    langs: list[str],
+    kind: str,
+    batch_size: int,
+    state: PartialState,
+) -> None:
+    """Memoise the streams of every distinct not-yet-memoised ``kind`` text on every process,
+    each computed by one: the length-sorted batches go round-robin over the processes, the
+    rows are gathered (``accelerate.utils.gather``, :data:`GATHER_ROWS` at a time); the
+    translation counters and the frozen-g cache (:meth:`arca.g_cache.GEmbeddingCache.sync`:
+    one writer) end as one process would leave them."""
+    from accelerate.utils import gather, gather_object, pad_across_processes
+
+    todo, todo_langs = model.unmemoised(texts, langs, kind)
+    world, rank = state.num_processes, state.process_index
+    batches = length_batches(todo, batch_size)
+    shards = [[i for idx in batches[r::world] for i in idx] for r in range(world)]
+    seen = (model.missing_translations, model.translation_lookups)
+    mine = batches[rank::world]  # batches as one process would compute them
+    parts = [model.streams([todo[i] for i in idx], [todo_langs[i] for i in idx], kind=kind)
+             for idx in mine]  # fmt: skip
+    local = Streams.cat(parts) if parts else model.streams([], [], kind=kind)
+    counts = gather_object([(model.missing_translations - seen[0],
+                             model.translation_lookups - seen[1])])  # fmt: skip
+    model.missing_translations = seen[0] + sum(c[0] for c in counts)
+    model.translation_lookups = seen[1] + sum(c[1] for c in counts)
+    if model.arca.g_cache is not None:
+        model.arca.g_cache.sync()
+    longest = max(len(s) for s in shards)
+    gathered: list[list[Tensor]] = [[] for _ in range(world)]
+    for t in local.tensors():  # e_en [n, d], g_bins [n, S, d_g], feats [n, 9], e_raw [n, d]
+        parts: list[list[Tensor]] = [[] for _ in range(world)]
+        for c in range(0, longest, GATHER_ROWS):
+            chunk = pad_across_processes(t[c : c + GATHER_ROWS].to(state.device), dim=0)
+            rows = gather(chunk).cpu().view(world, -1, *t.shape[1:])  # [world, chunk, ...]
+            for r in range(world):
+                parts[r].append(rows[r, : max(0, min(GATHER_ROWS, len(shards[r]) - c))])
+        for r in range(world):
+            gathered[r].append(torch.cat(parts[r]) if parts[r] else t[:0])
+    for r in range(world):
+        if r != rank and shards[r]:
+            model.memoise([todo[i] for i in shards[r]], [todo_langs[i] for i in shards[r]],
+                          kind, Streams(*gathered[r]))  # fmt: skip
 
 
 def records_bank(model: LiRAModel, records: list[Record], kind: str, batch_size: int) -> StreamBank:

@@ -1,0 +1,77 @@
+"""Worker for test_banks_ddp.py, run as ``accelerate launch ... bank_worker.py SPEC OUT``.
+
+SPEC is a JSON file: {"models": ModelsConfig dict, "texts": [...], "langs": [...]}. Each rank
+builds one query bank of the texts (with the frozen-g cache attached) while counting the texts
+h encodes, and writes OUT/bank<rank>.pt: those texts, the bank's streams, the streams of the
+same texts computed here alone (the reference), the translation counters and the cache's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+from accelerate.utils import set_seed
+
+from lasr.banks import build_bank
+from lasr.model import LiRAModel, Streams
+from lira.config import ModelsConfig, from_dict
+from lira.encoding import length_batches
+from lira.models import Backbone
+from lira.runconfig import RunConfig
+from lira.training import process_state
+
+
+def main(spec_path: str, out: str) -> None:
+    """Build the bank on every rank and save what it shows."""
+    state = process_state()
+    spec = json.loads(Path(spec_path).read_text(encoding="utf-8"))
+    cfg = RunConfig(output_dir=out, models=from_dict(ModelsConfig, spec["models"], "models"))
+    set_seed(0)
+    model = LiRAModel.from_config(cfg, None)
+    model.arca.attach_g_cache(out)
+    texts, langs = spec["texts"], spec["langs"]
+    encoded: list[str] = []
+    encode = Backbone.encode
+
+    def counting(self: Backbone, batch: list[str], *args: object, **kwargs: object) -> object:
+        encoded.extend(batch)
+        return encode(self, batch, *args, **kwargs)
+
+    Backbone.encode = counting  # type: ignore[method-assign]
+    bank = build_bank(model, [f"k{i}" for i in range(len(texts))], texts, langs, "query", 3)
+    Backbone.encode = encode  # type: ignore[method-assign]
+    lookups = model.translation_lookups
+    distinct, distinct_langs = (
+        list(dict.fromkeys(texts)),
+        [langs[texts.index(t)] for t in dict.fromkeys(texts)],
+    )
+    parts = [  # what one process computes: the same length-sorted batches
+        model._compute_streams(
+            [distinct[i] for i in idx], [distinct_langs[i] for i in idx], "query", None
+        )
+        for idx in length_batches(distinct, 3)
+    ]
+    order = torch.tensor([i for idx in length_batches(distinct, 3) for i in idx]).argsort()
+    ref = Streams.cat(parts).select(order)
+    ref = ref.select([distinct.index(t) for t in texts])
+    cache = model.arca.g_cache
+    state.wait_for_everyone()
+    torch.save(
+        {
+            "world": state.num_processes,
+            "encoded": encoded,
+            "bank": bank.streams.tensors(),
+            "ref": ref.tensors(),
+            "lookups": lookups,
+            "cache_rows": cache.count(),
+            "pending": len(getattr(cache, "pending", {})),
+        },
+        Path(out) / f"bank{state.process_index}.pt",
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])
