@@ -24,7 +24,7 @@ from tqdm.auto import tqdm
 
 from lira.demo import resolve_model
 from lira.models.loading import folder_fingerprint
-from lira.training import process_state
+from lira.training import live_world
 
 CACHE_FILE = Path("cache") / "g_embeddings.sqlite"
 """Where a run keeps the frozen-g cache, relative to its output directory."""
@@ -80,11 +80,9 @@ class GEmbeddingCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
-        self.writer = process_state().is_main_process
-        """Whether this process writes the file (one writer under a launcher: the main process;
-        the others keep their rows in :attr:`pending` until :meth:`sync`)."""
         self.pending: dict[str, tuple[np.ndarray, str]] = {}
-        """Rows computed by a non-writing process: key -> (array, encoder id)."""
+        """Rows computed by a process that does not write (:meth:`put`): key -> (array,
+        encoder id), stored by the writer at the next :meth:`sync`."""
 
     def close(self) -> None:
         """Close the connection."""
@@ -103,9 +101,10 @@ class GEmbeddingCache:
         return out
 
     def put(self, items: dict[str, np.ndarray], enc_id: str) -> None:
-        """Store arrays [rows, dim] under their keys (one transaction; kept in :attr:`pending`
-        on a process that does not write)."""
-        if not self.writer:
+        """Store arrays [rows, dim] under their keys (one transaction). Under a launcher one
+        process writes, rank 0; the others keep their rows in :attr:`pending` until
+        :meth:`sync`."""
+        if live_world()[1] != 0:
             self.pending.update((k, (v, enc_id)) for k, v in items.items())
             return
         now = time.time()
@@ -120,21 +119,22 @@ class GEmbeddingCache:
             )
 
     def sync(self) -> None:
-        """Under a launcher, every process's :attr:`pending` rows go to the writer, which stores
-        them (a collective call: every process calls it)."""
+        """Every process's :attr:`pending` rows go to the writer, which stores them (a
+        collective call under a launcher: every process calls it; once the process group is
+        shut down each process stores its own)."""
         from accelerate.utils import gather_object
 
-        if process_state().num_processes == 1:
-            return
-        rows = gather_object([self.pending])
+        world, rank = live_world()
+        parts = gather_object([self.pending]) if world > 1 else [self.pending]
         self.pending = {}
-        if self.writer:
-            by_id: dict[str, dict[str, np.ndarray]] = {}
-            for part in rows:
-                for k, (v, enc_id) in part.items():
-                    by_id.setdefault(enc_id, {})[k] = v
-            for enc_id, items in by_id.items():
-                self.put(items, enc_id)
+        if rank != 0:
+            return
+        by_id: dict[str, dict[str, np.ndarray]] = {}
+        for part in parts:
+            for k, (v, enc_id) in part.items():
+                by_id.setdefault(enc_id, {})[k] = v
+        for enc_id, items in by_id.items():
+            self.put(items, enc_id)
 
     def count(self) -> int:
         """Number of stored rows."""

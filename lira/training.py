@@ -102,6 +102,17 @@ def process_state() -> PartialState:
     return PartialState(cpu=distributed_cpu())
 
 
+def live_world() -> tuple[int, int]:
+    """(processes, this process's rank) of the launch's live process group: work shared across
+    processes is split by it. (1, 0) outside a launcher or once the group is shut down
+    (``Accelerator.end_training``): each process then does all of that work itself."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return 1, 0
+    return dist.get_world_size(), dist.get_rank()
+
+
 def make_accelerator(
     section: str,
     report_to: str,

@@ -3,7 +3,8 @@
 SPEC is a JSON file: {"models": ModelsConfig dict, "texts": [...], "langs": [...]}. Each rank
 builds one query bank of the texts (with the frozen-g cache attached) while counting the texts
 h encodes, and writes OUT/bank<rank>.pt: those texts, the bank's streams, the streams of the
-same texts computed here alone (the reference), the translation counters and the cache's rows.
+same texts computed here alone (the reference), the translation counters, the cache's rows, and
+the validation fusion fit of fixed random cosines shared across the ranks and alone.
 """
 
 from __future__ import annotations
@@ -22,6 +23,32 @@ from lira.encoding import length_batches
 from lira.models import Backbone
 from lira.runconfig import RunConfig
 from lira.training import process_state
+
+
+def fit_both_ways() -> tuple[list[tuple[object, ...]], list[int]]:
+    """The validation fusion fit of fixed random cosines, shared across the processes and
+    alone: (weights, score, by_lang) of each, and the grid points each scored."""
+    from lasr import fixed_fusion
+
+    g = torch.Generator().manual_seed(0)
+    cos = torch.rand(3, 12, 20, generator=g)  # [blocks, Q, D]
+    labels = (torch.rand(12, 20, generator=g) > 0.8).float()
+    groups = {"de": list(range(6)), "es": list(range(6, 12))}
+    fused, calls = fixed_fusion.fused_ndcg, []
+
+    def counting(*args: object, **kwargs: object) -> torch.Tensor:
+        calls[-1] += 1
+        return fused(*args, **kwargs)
+
+    fixed_fusion.fused_ndcg = counting
+    fits = []
+    for shared in (True, False):
+        calls.append(0)
+        fit = fixed_fusion.fit_fusion(cos, labels, groups, (0.0, 0.5, 1.0), k=5,
+                                      across_processes=shared)  # fmt: skip
+        fits.append((fit.weights, fit.score, fit.by_lang, fit.parts))
+    fixed_fusion.fused_ndcg = fused
+    return fits, calls
 
 
 def main(spec_path: str, out: str) -> None:
@@ -58,6 +85,7 @@ def main(spec_path: str, out: str) -> None:
     ref = Streams.cat(parts).select(order)
     ref = ref.select([distinct.index(t) for t in texts])
     cache = model.arca.g_cache
+    fits, calls = fit_both_ways()
     state.wait_for_everyone()
     torch.save(
         {
@@ -68,6 +96,8 @@ def main(spec_path: str, out: str) -> None:
             "lookups": lookups,
             "cache_rows": cache.count(),
             "pending": len(getattr(cache, "pending", {})),
+            "fits": fits,
+            "fit_calls": calls,
         },
         Path(out) / f"bank{state.process_index}.pt",
     )

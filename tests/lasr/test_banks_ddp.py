@@ -69,3 +69,9 @@ def test_two_processes_encode_each_bank_text_once(models_config, tmp_path):
         assert r["lookups"] == 9  # the distinct German texts looked up, as one process counts
         # one writer: the main process stored every text's g rows, nothing is left pending
         assert r["cache_rows"] == len(distinct) and r["pending"] == 0
+    # the validation fusion fit: each rank scores half the grid, every rank gets the fit alone
+    for r in (r0, r1):
+        assert r["fits"][0] == r["fits"][1]
+        assert r["fit_calls"][0] < r["fit_calls"][1]
+    grid = 3**3 - 1  # every λ with a weight > 0; + 3 blocks alone on each rank
+    assert r0["fit_calls"][0] + r1["fit_calls"][0] == grid + 2 * 3 == r0["fit_calls"][1] + 3
