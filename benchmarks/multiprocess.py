@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -148,11 +149,17 @@ def command(stage: str, config: Path, procs: int) -> list[str]:
             str(config)]  # fmt: skip
 
 
+ERROR_LINE = re.compile(r"^(\[rank\d+\]: )?([\w.]*(Error|Exception)|error): ")
+"""A line that states an exception (``XError: ...``, under a launcher ``[rankN]: XError: ...``)
+or the CLI's one-line ``error: ...``."""
+
+
 def last_error(text: str) -> str:
-    """The last line of a failed run's output that names an error (else its last line)."""
+    """The first line of a failed run's output that states its exception (the launcher's own
+    ``ChildFailedError`` report comes after it), else its last line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    named = [ln for ln in lines if "Error" in ln or "error:" in ln or "Exception" in ln]
-    return ((named or lines or ["(no output)"])[-1])[:160]
+    named = [ln for ln in lines if ERROR_LINE.match(ln) and "ChildFailedError" not in ln]
+    return (named[0] if named else (lines or ["(no output)"])[-1])[:160]
 
 
 def run_stage(stage: str, procs: int, base: Path, work: Path, steps: int, batch: int) -> Run:

@@ -4,7 +4,8 @@ SPEC is a JSON file: {"models": ModelsConfig dict, "texts": [...], "langs": [...
 builds one query bank of the texts (with the frozen-g cache attached) while counting the texts
 h encodes, and writes OUT/bank<rank>.pt: those texts, the bank's streams, the streams of the
 same texts computed here alone (the reference), the translation counters, the cache's rows, and
-the validation fusion fit of fixed random cosines shared across the ranks and alone.
+the validation fusion fit of fixed random cosines and Arca's held-out evaluation, each shared
+across the ranks and alone.
 """
 
 from __future__ import annotations
@@ -51,6 +52,35 @@ def fit_both_ways() -> tuple[list[tuple[object, ...]], list[int]]:
     return fits, calls
 
 
+def arca_both_ways(
+    model: LiRAModel, sources: list[str], english: list[str]
+) -> list[tuple[dict[str, object], list[str]]]:
+    """Arca's held-out evaluation of ``sources`` (two English candidates each) shared across the
+    processes and alone: (result, the sources this process ran through Arca) of each."""
+    from arca.metrics import evaluate_items
+    from arca.trainer import ArcaItem
+    from lira.translation.types import Candidate
+
+    items = [ArcaItem(src, "de", [Candidate("a", english[i % len(english)], (9, 9, 9)),
+                                  Candidate("b", english[(i + 1) % len(english)], (3, 4, 3))])
+             for i, src in enumerate(sources)]  # fmt: skip
+    arca, seen = model.arca, []
+    forward = type(arca).forward
+
+    def counting(self: object, texts: list[str], *args: object, **kwargs: object) -> object:
+        seen[-1].extend(texts)
+        return forward(self, texts, *args, **kwargs)
+
+    type(arca).forward = counting
+    out = []
+    for shared in (True, False):
+        seen.append([])
+        res = evaluate_items(arca, items, None, 2, "cpu", across_processes=shared)
+        out.append((res, seen[-1]))
+    type(arca).forward = forward
+    return out
+
+
 def main(spec_path: str, out: str) -> None:
     """Build the bank on every rank and save what it shows."""
     state = process_state()
@@ -86,6 +116,7 @@ def main(spec_path: str, out: str) -> None:
     ref = ref.select([distinct.index(t) for t in texts])
     cache = model.arca.g_cache
     fits, calls = fit_both_ways()
+    held_out = arca_both_ways(model, texts[:9], texts[9:13])
     state.wait_for_everyone()
     torch.save(
         {
@@ -98,6 +129,7 @@ def main(spec_path: str, out: str) -> None:
             "pending": len(getattr(cache, "pending", {})),
             "fits": fits,
             "fit_calls": calls,
+            "arca_eval": held_out,
         },
         Path(out) / f"bank{state.process_index}.pt",
     )

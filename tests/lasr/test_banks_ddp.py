@@ -75,3 +75,11 @@ def test_two_processes_encode_each_bank_text_once(models_config, tmp_path):
         assert r["fit_calls"][0] < r["fit_calls"][1]
     grid = 3**3 - 1  # every λ with a weight > 0; + 3 blocks alone on each rank
     assert r0["fit_calls"][0] + r1["fit_calls"][0] == grid + 2 * 3 == r0["fit_calls"][1] + 3
+    # Arca's held-out evaluation: each source through Arca once across the ranks, and every
+    # rank gets the result one process computes alone
+    (s0, seen0), (a0, alone0) = r0["arca_eval"]
+    (s1, seen1), _ = r1["arca_eval"]
+    assert sorted(seen0 + seen1) == sorted(GERMAN) == sorted(alone0) and seen0 and seen1
+    assert s0 == s1 and s0["n"] == a0["n"] == len(GERMAN) and s0["selection"] == a0["selection"]
+    for key in ("l_anchor", "cos", "cos_shuffled", "eps1", "eps2"):
+        assert abs(s0[key] - a0[key]) < 1e-5, key
