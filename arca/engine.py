@@ -95,6 +95,7 @@ def run_arca(cfg: ArcaRun, args: Namespace | None = None) -> dict[str, object]:
             log.info("Arca held-out vs gold English: %s", json.dumps(rounded(summary["eval_gold"])))
     if model.g_cache is not None:
         summary["g_cache"] = {"hits": model.g_cache.hits, "misses": model.g_cache.misses}
+        model.g_cache.sync()  # the other processes' rows, stored by the one writer
     if trainer.accelerator.is_main_process:
         write_json(out / "summary.json", rounded(summary))
     store.close()

@@ -24,6 +24,7 @@ from tqdm.auto import tqdm
 
 from lira.demo import resolve_model
 from lira.models.loading import folder_fingerprint
+from lira.training import live_world
 
 CACHE_FILE = Path("cache") / "g_embeddings.sqlite"
 """Where a run keeps the frozen-g cache, relative to its output directory."""
@@ -79,6 +80,9 @@ class GEmbeddingCache:
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
+        self.pending: dict[str, tuple[np.ndarray, str]] = {}
+        """Rows computed by a process that does not write (:meth:`put`): key -> (array,
+        encoder id), stored by the writer at the next :meth:`sync`."""
 
     def close(self) -> None:
         """Close the connection."""
@@ -86,8 +90,8 @@ class GEmbeddingCache:
 
     def get(self, keys: Sequence[str]) -> dict[str, np.ndarray]:
         """The stored arrays of those ``keys`` that are present."""
-        out: dict[str, np.ndarray] = {}
-        uniq = list(dict.fromkeys(keys))
+        out = {k: self.pending[k][0] for k in keys if k in self.pending}
+        uniq = [k for k in dict.fromkeys(keys) if k not in out]
         with self._lock:
             for i in range(0, len(uniq), 500):
                 chunk = uniq[i : i + 500]
@@ -97,7 +101,12 @@ class GEmbeddingCache:
         return out
 
     def put(self, items: dict[str, np.ndarray], enc_id: str) -> None:
-        """Store arrays [rows, dim] under their keys (one transaction)."""
+        """Store arrays [rows, dim] under their keys (one transaction). Under a launcher one
+        process writes, rank 0; the others keep their rows in :attr:`pending` until
+        :meth:`sync`."""
+        if live_world()[1] != 0:
+            self.pending.update((k, (v, enc_id)) for k, v in items.items())
+            return
         now = time.time()
         rows = [
             (k, enc_id, int(v.shape[0]), int(v.shape[1]),
@@ -108,6 +117,24 @@ class GEmbeddingCache:
             self._conn.executemany(
                 "INSERT OR REPLACE INTO g_embeddings VALUES (?, ?, ?, ?, ?, ?)", rows
             )
+
+    def sync(self) -> None:
+        """Every process's :attr:`pending` rows go to the writer, which stores them (a
+        collective call under a launcher: every process calls it; once the process group is
+        shut down each process stores its own)."""
+        from accelerate.utils import gather_object
+
+        world, rank = live_world()
+        parts = gather_object([self.pending]) if world > 1 else [self.pending]
+        self.pending = {}
+        if rank != 0:
+            return
+        by_id: dict[str, dict[str, np.ndarray]] = {}
+        for part in parts:
+            for k, (v, enc_id) in part.items():
+                by_id.setdefault(enc_id, {})[k] = v
+        for enc_id, items in by_id.items():
+            self.put(items, enc_id)
 
     def count(self) -> int:
         """Number of stored rows."""

@@ -22,6 +22,8 @@ from arca.data import ArcaItem, CandidateFn, clean_items, fetch_candidates
 from arca.losses import anchor_loss, epsilon1, epsilon2, masked_mean
 from arca.model import ArcaModel, pad_candidates
 from lira.checkpoint import dumps_json
+from lira.encoding import length_batches
+from lira.training import live_world
 
 log = logging.getLogger(__name__)
 
@@ -45,9 +47,13 @@ def evaluate_items(
     fetch: CandidateFn | None,
     batch_size: int,
     device: torch.device | str,
+    across_processes: bool = False,
 ) -> dict[str, object]:
     """Arg-max candidate metrics on held-out sources: anchor loss, cos, eps1, eps2, shares,
-    ``batch_size`` sources per forward.
+    ``batch_size`` sources per forward, in batches sorted by the sources' length (little
+    padding). ``across_processes``: every process of a launch calls it with the same items;
+    each evaluates its share of the batches and the sums are gathered (the same result
+    everywhere, each source evaluated once).
 
     ``cos_shuffled`` is cos(E_lr(x_i), E_en(y_j)) for mismatched pairs (j = i - 1 within a
     batch): Eq. 5 has no negatives, so cos rising together with cos_shuffled means the
@@ -56,12 +62,13 @@ def evaluate_items(
     was = model.training
     model.eval()
     items, _ = clean_items(items)
-    bs = batch_size
+    world, rank = live_world() if across_processes else (1, 0)
+    batches = length_batches([it.source for it in items], batch_size)[rank::world]
     sums = {"l_anchor": 0.0, "cos": 0.0, "cos_shuffled": 0.0, "eps1": 0.0, "eps2": 0.0}
     picks: Counter[str] = Counter()
     n = 0
-    for i in range(0, len(items), bs):
-        chunk = items[i : i + bs]
+    for idx in batches:
+        chunk = [items[i] for i in idx]
         cands = fetch_candidates(chunk, fetch)
         keep = [j for j, c in enumerate(cands) if c]
         if not keep:
@@ -86,6 +93,13 @@ def evaluate_items(
         picks.update(c.translator for c in sel)
         n += m
     model.train(was)
+    if world > 1:  # every process's sums, in process order
+        from accelerate.utils import gather_object
+
+        parts = gather_object([(sums, dict(picks), n)])
+        sums = {k: sum(p[0][k] for p in parts) for k in sums}
+        picks = sum((Counter(p[1]) for p in parts), Counter())
+        n = sum(p[2] for p in parts)
     res: dict[str, object] = {k: v / n for k, v in sums.items()} if n else {}
     res["n"] = n
     res["selection"] = {k: v / n for k, v in sorted(picks.items())} if n else {}

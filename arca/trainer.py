@@ -343,10 +343,12 @@ class ArcaTrainer(Trainer):
         self, items: Sequence[ArcaItem], batch_size: int | None = None
     ) -> dict[str, object]:
         """Arg-max candidate metrics on held-out sources (:func:`arca.metrics.evaluate_items`),
-        ``batch_size`` sources per forward (default ``arca.eval_batch_size``)."""
+        ``batch_size`` sources per forward (default ``arca.eval_batch_size``), each evaluated by
+        one process (a collective call under a launcher)."""
         bs = batch_size or self.cfg.eval_batch_size
         fn = self.eval_candidate_fn
-        return evaluate_items(self.model, items, fn, bs, self.accelerator.device)
+        return evaluate_items(self.model, items, fn, bs, self.accelerator.device,
+                              across_processes=True)  # fmt: skip
 
     # ------------------------------------------------------------------ checkpoints
     def checkpoint_state(self) -> TrainerState:

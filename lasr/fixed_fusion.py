@@ -23,6 +23,7 @@ from torch import Tensor
 
 from lasr.fusion import BLOCKS, LaSRNet, paper_weights
 from lira.metrics import ndcg_dense
+from lira.training import live_world
 
 
 @dataclass
@@ -71,10 +72,13 @@ def fit_fusion(
     k: int = 10,
     allowed: Sequence[bool] = (True, True, True),
     candidates: Tensor | None = None,
+    across_processes: bool = False,
 ) -> FusionFit:
     """The λ ∈ grid³ (blocks not ``allowed`` stay 0) maximising the mean over ``groups``
     ({language: query rows}) of the mean nDCG@k of Σ_b λ_b cos_b [Q, D] against ``labels``
-    [Q, D] (> 0 = relevant); ``candidates`` [Q, D] (bool) restricts each query's documents."""
+    [Q, D] (> 0 = relevant); ``candidates`` [Q, D] (bool) restricts each query's documents.
+    ``across_processes``: every process of a launch calls it with the same inputs; each scores
+    its share of the grid and the scores are gathered (the same fit everywhere)."""
     if not groups:
         raise ValueError("fit_fusion: no validation query to fit on")
     mask = None if candidates is None else ~candidates.bool()
@@ -86,11 +90,16 @@ def fit_fusion(
         return sum(by.values()) / len(by), by
 
     options = [list(grid) if ok else [0.0] for ok in allowed]
+    combos = [lam for lam in itertools.product(*options) if any(w > 0 for w in lam)]
+    world, rank = live_world() if across_processes else (1, 0)
+    scored = [(i, *evaluate(lam)) for i, lam in enumerate(combos) if i % world == rank]
+    if world > 1:
+        from accelerate.utils import gather_object
+
+        scored = sorted(gather_object(scored))  # grid order, as one process scores it
     best: FusionFit | None = None
-    for lam in itertools.product(*options):
-        if not any(w > 0 for w in lam):
-            continue
-        score, by = evaluate(lam)
+    for i, score, by in scored:
+        lam = combos[i]
         if best is None or score > best.score + 1e-9:
             best = FusionFit(tuple(float(w) for w in lam), score, by)
     if best is None:

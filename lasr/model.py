@@ -234,6 +234,21 @@ class LiRAModel(nn.Module):
             raise ValueError("share_streams needs two models of one run (same configs)")
         self._memo = other._memo
 
+    def unmemoised(
+        self, texts: Sequence[str], langs: Sequence[str], kind: str
+    ) -> tuple[list[str], list[str]]:
+        """(texts, langs) of the distinct ``kind`` texts whose streams are not memoised yet, in
+        first-seen order."""
+        keys = dict.fromkeys((kind, lang, t) for t, lang in zip(texts, langs))
+        todo = [k for k in keys if k not in self._memo]
+        return [k[2] for k in todo], [k[1] for k in todo]
+
+    def memoise(self, texts: Sequence[str], langs: Sequence[str], kind: str, s: Streams) -> None:
+        """Memoise the streams ``s`` (row i: ``texts[i]`` in ``langs[i]``) of ``kind`` texts
+        computed elsewhere (another process: :func:`lasr.banks.build_bank`)."""
+        for j, (t, lang) in enumerate(zip(texts, langs)):
+            self._memo[(kind, lang, t)] = tuple(x[j] for x in s.tensors())
+
     def use_run_cache(self, output_dir: str | Path) -> bool:
         """Read a frozen g's embeddings from the run's cache (``<output_dir>/cache/``); True if so."""
         return self.arca.attach_g_cache(output_dir)

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import logging
 
-import torch
 from torch import nn
 
-from lasr.banks import retrieval_banks
+from lasr.banks import relevance_matrix, retrieval_banks
 from lasr.config import LaSRConfig
 from lasr.fixed_fusion import FusionFit, block_cosines, fit_fusion, fitted_table
 from lasr.model import LiRAModel
@@ -40,9 +39,7 @@ def fit_validation_fusion(
     qb, db = retrieval_banks(model, dev, cfg.encode_batch_size)
     en_docs = [j for j, lang in enumerate(db.langs) if lang == "en"]
     cos = block_cosines(model.net, qb.streams.tensors(), db.streams.select(en_docs).tensors())
-    labels = torch.tensor(
-        [[float(dev.qrels.get(q, {}).get(db.keys[j], 0) > 0) for j in en_docs] for q in qb.keys]
-    )
+    labels = relevance_matrix(qb.keys, [db.keys[j] for j in en_docs], dev.qrels)  # [Q, D_en]
     head = model.net.head
     allowed = (head.use_en, head.use_lr, head.d_g > 0)
     weights: dict[str, tuple[float, ...] | None] = {"foreign": None, "en": None}
@@ -53,7 +50,8 @@ def fit_validation_fusion(
                 groups.setdefault(lang, []).append(i)
         if not groups:
             continue
-        fit = fit_fusion(cos, labels, groups, cfg.fusion_grid, cfg.ndcg_k, allowed)
+        fit = fit_fusion(cos, labels, groups, cfg.fusion_grid, cfg.ndcg_k, allowed,
+                         across_processes=True)  # fmt: skip
         fits[kind] = fit
         weights[kind] = fit.weights
         log.info("lasr: fixed fusion on validation, %s queries: λ(en, lr, g) = %s, nDCG@%d "

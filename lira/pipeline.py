@@ -146,6 +146,8 @@ def run_pipeline(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any
     args = args or Namespace(resume=False, import_file=None, translator=None, methods=None)
     timings: dict[str, Any] = {}
     ran = 0
+    from lira.models.devices import release_memory  # torch: imported when a stage runs
+
     for stage in [s for s in ORDER if s in cfg.stages]:
         marker = out / "stages" / f"{stage}.json"
         fingerprint = stage_fingerprint(cfg, stage)
@@ -176,6 +178,7 @@ def run_pipeline(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any
                 raise CheckpointError(f"stage {stage}: {e}") from e
             raise
         ran += 1
+        release_memory()  # the stage's models, before the next stage loads its own
         seconds = round(time.perf_counter() - start, 1)
         pending = result.get("pending", 0) if isinstance(result, dict) else 0
         if main:

@@ -55,7 +55,7 @@ from lira.checkpoint import (
 from lira.config import ConfigError
 
 if TYPE_CHECKING:
-    from accelerate import Accelerator
+    from accelerate import Accelerator, PartialState
     from accelerate.utils import KwargsHandler
 
     from lira.translation.config import PoolRun
@@ -92,6 +92,25 @@ TrainerState = dict[str, Any]
 def distributed_cpu() -> bool:
     """True under a multi-process launch without CUDA: accelerate then needs cpu=True (gloo)."""
     return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
+
+
+def process_state() -> PartialState:
+    """accelerate's process state (the launch's process group; gloo on CPU), shared with every
+    Accelerator of the process: ``num_processes`` 1 outside a launcher."""
+    from accelerate import PartialState
+
+    return PartialState(cpu=distributed_cpu())
+
+
+def live_world() -> tuple[int, int]:
+    """(processes, this process's rank) of the launch's live process group: work shared across
+    processes is split by it. (1, 0) outside a launcher or once the group is shut down
+    (``Accelerator.end_training``): each process then does all of that work itself."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return 1, 0
+    return dist.get_world_size(), dist.get_rank()
 
 
 def make_accelerator(

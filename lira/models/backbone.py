@@ -11,6 +11,7 @@ from transformers import AutoModel, PreTrainedTokenizerBase
 
 from lira.config import ModelsConfig
 from lira.encoding import length_batches
+from lira.models.devices import enable_tf32
 from lira.models.loading import (
     POOLINGS,
     HFModule,
@@ -55,6 +56,9 @@ class Backbone(HFModule):
         super().__init__(model, tokenizer, max_length, name)
         self.pooling = pooling
         self.prompts = {"query": query_prompt, "document": document_prompt}
+        self.memo: dict[tuple[str, str], np.ndarray] | None = None
+        """{(kind, text): embedding} that :meth:`encode` reads and fills when set (a frozen h
+        shared by several evaluated models: each text is encoded once); None: no memo."""
 
     def _tokenize(self, texts: list[str], prompt: str = "") -> dict[str, Tensor]:
         enc = tokenize_batch(self.tokenizer, texts, self.max_length, prompt)
@@ -85,6 +89,15 @@ class Backbone(HFModule):
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.memo is None:
+            return self._encode(texts, kind, batch_size)
+        todo = [t for t in dict.fromkeys(texts) if (kind, t) not in self.memo]
+        if todo:
+            vecs = self._encode(todo, kind, batch_size)
+            self.memo.update(((kind, t), v) for t, v in zip(todo, vecs))
+        return np.stack([self.memo[(kind, t)] for t in texts])
+
+    def _encode(self, texts: list[str], kind: str, batch_size: int) -> np.ndarray:
         batches = length_batches(texts, batch_size)  # longest first: less padding
         was_training = self.training
         self.eval()
@@ -120,6 +133,7 @@ def load_backbone(cfg: ModelsConfig, device: str | torch.device | None = None) -
     ``random:<arch>``: random weights, cost-only), on ``device`` (None: the CPU, as
     transformers loads; stages then place it on their accelerator's device)."""
     dtype = torch_dtype(cfg.dtype)
+    enable_tf32()
     if is_random_ref(cfg.backbone):
         tokenizer = with_pad_token(random_tokenizer(cfg.backbone))
         model = build_random(AutoModel, cfg.backbone, dtype, device)

