@@ -153,8 +153,8 @@ def test_two_processes_equal_one_with_twice_the_batch(two, models_config, tmp_pa
     same 2B queries (one shared sampler, split in process order), each query's loss reads only
     its own positive and the corpus-wide hard negatives of the current net, the loss is the mean
     over queries, and DDP averages the two halves' gradients: the same update up to float
-    rounding (Adam divides by √v, so a rounding difference in a near-zero gradient can show in
-    the update: tolerance 1e-4 after 3 steps at lr 1e-4).
+    rounding (measured: 4.3e-7 at most after 3 steps at lr 1e-4; tolerance 1e-5, as Adam
+    divides by √v and so magnifies rounding in a near-zero gradient).
 
     With the DocQueue (the default) it cannot hold: each process mines negatives from its own
     batch and queue, so a query competes with B documents and its process's queue instead of 2B
@@ -170,7 +170,7 @@ def test_two_processes_equal_one_with_twice_the_batch(two, models_config, tmp_pa
     assert one["world"] == 1
     assert one["drawn"] == [a + b for a, b in zip(pair[0]["drawn"], pair[1]["drawn"])]
     for k, v in one["state"].items():
-        torch.testing.assert_close(pair[0]["state"][k], v, rtol=0, atol=1e-4, msg=k)
+        torch.testing.assert_close(pair[0]["state"][k], v, rtol=0, atol=1e-5, msg=k)
     losses = [h["retrieval"] for h in one["history"]]
     halves = [
         (a["retrieval"] + b["retrieval"]) / 2
