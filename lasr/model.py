@@ -491,14 +491,19 @@ class LiRAModel(nn.Module):
             return False
         return sum(on) <= 1 or not bool(head.gate_mlp[-1].weight.any())
 
+    def parts_note(self) -> str:
+        """Which parts a foreign query and document use, in plain words
+        (:func:`lasr.model_card.parts_sentence`; the leaderboard's note)."""
+        from lasr.model_card import parts_sentence
+
+        return parts_sentence(self)
+
     def say_parts_once(self) -> None:
         """Log once, in plain words, which parts a foreign text uses
         (:func:`lasr.model_card.parts_sentence`)."""
         if not self._parts_said:
-            from lasr.model_card import parts_sentence
-
             self._parts_said = True
-            log.info("%s", parts_sentence(self))
+            log.info("%s", self.parts_note())
 
     @torch.no_grad()
     def encode(

@@ -207,6 +207,15 @@ def test_a_zero_english_weight_skips_the_translator_and_says_so_once(saved, capl
     ]
     fused.encode(texts, langs, kind="document")
     assert looked  # documents use their translation: looked up
+    # the same sentence opens the leaderboard (evaluators.leaderboard.model_notes)
+    from evaluators.leaderboard import leaderboard_markdown, model_notes
+
+    notes = model_notes({"lira": fused, "backbone": model.backbone})
+    assert notes == [f"lira: {said[0]}"]
+    row = {"method": "lira", "task": "t", "scenario": "lang-en", "language": "all",
+           "metric": "ndcg@10", "value": 50.0, "ci_low": 40.0, "ci_high": 60.0}  # fmt: skip
+    md = leaderboard_markdown([row], "Leaderboard", notes=notes)
+    assert md.index(said[0]) < md.index("## ndcg@10")
     # a head whose multilingual half reads the English half (Δ ≠ 0): the translation matters
     table[0] = torch.tensor([0.0, 1.0, 0.125])
     fused.head.set_weights(table)
