@@ -121,8 +121,9 @@ def render_card(model: LiRAModel, meta: Mapping[str, Any]) -> str:
         'queries = model.encode(["Wer führte das Team an?"], lang="de")  # task="query"',
         'docs = model.encode_document(["The coach led the team."], lang="en")',
         "",
-        "# or: SentenceTransformer(FOLDER_OR_HUB_ID, trust_remote_code=True) (no code is read "
-        "from the folder)",
+        "# plain SentenceTransformer(FOLDER_OR_HUB_ID) loads it with its trust_remote_code "
+        "flag on (sentence-transformers >= 6 asks for it before importing any module class "
+        "that is not its own; no code is read from the folder)",
         "from lasr.model import LiRAModel",
         "lira = LiRAModel.from_pretrained(FOLDER_OR_HUB_ID)",
         'z = lira.encode(texts, langs=["de", "en"], kind="query")',

@@ -11,10 +11,10 @@ name the kind of text, LiRA applies its backbone's own prompts). Then::
     st.encode_document(docs, lang="en")                        # task="document"
 
 :class:`LiRASentenceTransformer` is ``SentenceTransformer`` that resolves the module class
-above without importing anything the folder names. Plain ``SentenceTransformer(folder,
-trust_remote_code=True)`` loads the same model: sentence-transformers >= 6 asks for that flag
-before importing *any* module class outside its own package, even an installed one; the flag
-imports :class:`LiRAModule` from this package, and no code comes from the folder.
+above without importing anything the folder names. Plain ``SentenceTransformer(folder)`` loads
+the same model once its ``trust_remote_code`` flag is on: sentence-transformers >= 6 asks for
+that flag before importing *any* module class outside its own package, even an installed one;
+the flag imports :class:`LiRAModule` from this package, and no code comes from the folder.
 
 Keywords: ``lang`` (one ISO 639-1 language for every text of the call; ``"en"`` is never
 translated, no ``lang`` = unknown, embedded untranslated), ``task`` / ``prompt_name``
