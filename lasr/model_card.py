@@ -13,12 +13,26 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from lasr.fusion import BLOCKS, TEXT_TYPES
+from lasr.fusion import BLOCKS, TEXT_TYPES, FusionHead
 
-if TYPE_CHECKING:
-    from lasr.model import LiRAModel
+
+class LiRAModel(Protocol):
+    """What the card reads of a :class:`lasr.model.LiRAModel` (which imports this module)."""
+
+    head: FusionHead
+    card: dict[str, Any]
+
+    @property
+    def dim(self) -> int:
+        """Embedding dimension."""
+        ...
+
+    def translation_unused(self, kind: str) -> bool:
+        """Whether a foreign text of ``kind`` embeds the same without its translation."""
+        ...
+
 
 CARD_NAME = "README.md"
 BLOCK_WORDS = {
