@@ -541,7 +541,7 @@ class LiRAModel(nn.Module):
         language from the task).
         """
         if mteb_kwargs.get("task_metadata") is not None:  # mteb.evaluate(model, tasks)
-            return self._mteb_adapter().encode(texts, **mteb_kwargs)
+            return self._mteb_adapter().encode(texts, batch_size=batch_size, **mteb_kwargs)
         if mteb_kwargs:
             raise TypeError(f"encode() got unexpected keyword arguments {sorted(mteb_kwargs)}")
         if part not in ("fused", "translation", "e_lr"):
