@@ -33,6 +33,8 @@ def snapshot_store(store: TranslationStore, folder: str | Path) -> str:
     """Copy ``store`` into ``folder`` as one self-contained SQLite file (no WAL beside it);
     returns its name relative to the folder."""
     dest = Path(folder) / STORE_NAME
+    if dest.resolve() == Path(store.path).resolve():  # saved into the folder it reads: in place
+        return STORE_NAME
     dest.unlink(missing_ok=True)
     out = sqlite3.connect(str(dest))
     try:

@@ -596,7 +596,7 @@ class LiRAModel(nn.Module):
         """mteb ModelMeta fields (:func:`lasr.interop.mteb_meta`) of this model."""
         name = self.name_or_path or "lira-model"
         name = name if "/" in name and not Path(name).exists() else f"lira/{Path(name).name}"
-        langs = self.card.get("languages") or ["en"]
+        langs = self.card.get("languages") or []  # unknown: mteb gets None
         return mteb_meta(self, name, self.dim, langs, self.card)
 
     @property
