@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lasr.fusion import BLOCKS, TEXT_TYPES, FusionHead
+from lira.checkpoint import json_safe
 
 
 class LiRAModel(Protocol):
@@ -59,7 +60,7 @@ def run_card(
     return {
         "data": {"format": str(getattr(data, "format", "")), "dataset": Path(path).name},
         "languages": sorted(set(languages)),
-        "metrics": dict(metrics or {}),
+        "metrics": json_safe(dict(metrics or {})),
     }
 
 
