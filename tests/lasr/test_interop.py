@@ -51,6 +51,7 @@ def saved(tmp_path_factory, models_config):
 # ------------------------------------------------------------------------ sentence-transformers
 
 
+@pytest.mark.slow
 def test_sentence_transformers_loads_the_folder_and_encodes_as_lira(saved):
     """SentenceTransformer(folder) (through modules.json: no code in the folder) equals
     LiRAModel.encode on the same texts and languages, for queries and documents."""
@@ -101,6 +102,7 @@ def test_encode_takes_the_sentence_transformers_keywords_and_datasets(saved, cap
 # ------------------------------------------------------------------------ a self-contained folder
 
 
+@pytest.mark.slow
 def test_a_copied_folder_embeds_stored_and_validation_texts_as_before(saved, tmp_path,
                                                                       monkeypatch):  # fmt: skip
     """The issue's probe: the folder copied to another path with no store beside it embeds
@@ -133,6 +135,7 @@ def test_the_model_card_says_what_the_model_is(saved):
     assert '"fusion_dim": 32' in card  # the training config
 
 
+@pytest.mark.slow
 def test_hub_id_loading_and_push_to_hub_without_network(saved, tmp_path, monkeypatch):
     """from_pretrained("owner/name") goes through huggingface_hub.snapshot_download (the local
     cache); push_to_hub hands upload_folder a folder that loads to the same model."""
