@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 
 from evaluators.diagnostics import save_figure
 from evaluators.scenarios import describe
+from lira.encoding import Encoder
 
 Row = dict[str, Any]
 KEYS = ("method", "task", "scenario", "language", "metric", "value", "ci_low", "ci_high")
@@ -42,7 +43,7 @@ def pivot_table(rows: list[Row], column: str) -> str:
     return "\n".join(lines)
 
 
-def model_notes(encoders: Mapping[str, object]) -> list[str]:
+def model_notes(encoders: Mapping[str, Encoder]) -> list[str]:
     """One plain sentence per model that says which parts a foreign text uses (a LiRA model's
     ``parts_note``: e.g. that foreign queries skip translation), for the leaderboard's top."""
     out = []
