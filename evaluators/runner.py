@@ -35,7 +35,7 @@ import numpy as np
 from evaluators.bootstrap import bootstrap_ci
 from evaluators.config import EvalConfig, EvalRun
 from evaluators.inclination import max_at_r_norm, max_at_r_norm_from_mean
-from evaluators.leaderboard import Row, write_leaderboard
+from evaluators.leaderboard import Row, model_notes, write_leaderboard
 from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
 from evaluators.retrieval import ranks_of, run_from_search, search
 from evaluators.scenarios import Scenario, build_scenarios
@@ -268,7 +268,8 @@ def run_eval(cfg: EvalRun, args: Namespace | None = None) -> list[Row]:
         assert splits.eval is not None
         rows = evaluate_retrieval({name: encoder}, splits.eval, cfg.eval, cfg.data.format)
     out = Path(cfg.output_dir) / "eval"
-    write_leaderboard(rows, out, title=f"lira eval: {name} ({splits.split_note})")
+    write_leaderboard(rows, out, title=f"lira eval: {name} ({splits.split_note})",
+                      notes=model_notes({name: encoder}))  # fmt: skip
     (out / "results.json").write_text(dumps_json(rows, indent=1), encoding="utf-8")
     print(f"data split: {splits.split_note}")
     print(f"wrote {out / 'leaderboard.md'}")

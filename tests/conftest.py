@@ -49,3 +49,9 @@ def models_config(demo_cache: Path) -> ModelsConfig:
         encoder_max_length=64,
         cache_dir=str(demo_cache),
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _store_working_copies(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Working copies of model folders' stores (lasr.hub) in this session's temp folder."""
+    os.environ.setdefault("LIRA_STORE_CACHE", str(tmp_path_factory.mktemp("lira-stores")))

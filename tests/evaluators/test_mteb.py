@@ -30,6 +30,7 @@ from evaluators.mteb_adapter import (  # noqa: E402
     load_tasks,
     local_copy,
     parse_tasks,
+    result_rows,
     run_mteb,
     task_sources,
 )
@@ -405,3 +406,34 @@ def test_compare_lazretrieval_mteb_and_paper_tables(tmp_path, tiny, parallel, mo
     assert t2 == f"| demo:minilm (this run: backbone) | — | {bele:.2f} | {sts:.2f} | — |"
     assert "| QWEN3-E-8B | — | — | — | — | — | — | — | — |" in printed
     assert (tmp_path / "run" / "compare" / "paper_tables.md").read_text("utf-8") in printed
+
+
+# ------------------------------------------------------------------------------ mteb.evaluate
+
+
+@pytest.mark.slow
+def test_mteb_evaluate_on_a_loaded_lira_model_equals_lira_eval(tmp_path, tiny, lira_folder):
+    """Issue 40: ``mteb.evaluate(LiRAModel.from_pretrained(folder), tasks)`` as users call it
+    (no adapter) gives each text its task language, reports a ModelMeta, and scores exactly what
+    ``lira eval --mteb`` (run_mteb through the evaluators' adapter) scores."""
+    from lasr.model import LiRAModel
+
+    folder, _ = lira_folder
+    tasks = load_tasks([BELE, STS], tiny, work_dir=tmp_path)
+    model = LiRAModel.from_pretrained(folder)
+    model.card = {"languages": ["de", "en"], "data": {"dataset": "xquad-r"}}
+    meta = model.mteb_model_meta
+    assert meta.languages == ["deu-Latn", "eng-Latn"] and meta.embed_dim == model.dim
+    assert meta.n_parameters == sum(p.numel() for p in model.parameters()) > 0
+    assert "PyTorch" in meta.framework and meta.training_datasets == {"xquad-r"}
+    result = mteb.evaluate(model, tasks, cache=None, co2_tracker=False, show_progress_bar=False)
+    got = [r for tr in result.task_results for r in result_rows("lira", tr)]
+    want = run_mteb({"lira": LiRAModel.from_pretrained(folder)}, tasks, tmp_path / "eval")
+    assert {(r["scenario"], r["language"], r["metric"]) for r in got} == {
+        (r["scenario"], r["language"], r["metric"]) for r in want
+    }
+    key = {(r["scenario"], r["language"], r["metric"]): r["value"] for r in want}
+    for r in got:
+        assert r["value"] == pytest.approx(key[(r["scenario"], r["language"], r["metric"])],
+                                           abs=1e-6)  # fmt: skip
+    assert model.missing_translations == 0  # German texts were looked up as German

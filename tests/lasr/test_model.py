@@ -251,7 +251,7 @@ def test_a_saved_folder_holds_no_endpoint_key_variable_or_absolute_path(stack, t
     assert "127.0.0.1:9" not in text
     assert meta["translation"]["mt_translators"][0]["name"] == "fake"  # names and models stay
     assert meta["translation"]["mt_translators"][0]["model"] == "mt-fake"
-    assert meta["store"] == "../online.sqlite"
+    assert meta["store"] == "translations.sqlite"  # a snapshot inside the folder (issue 40)
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,113 @@
+"""A LiRA model folder travels: its own translations inside, loading by hub id, push_to_hub.
+
+- The store: :meth:`LiRAModel.save_pretrained` writes a snapshot of the model's translation store
+  (every translation and critic score it was trained and validated with) as
+  ``translations.sqlite`` inside the folder (:func:`snapshot_store`), so a copied or downloaded
+  folder embeds every stored text as before. The snapshot is part of the folder's manifest and is
+  never written: :func:`open_folder_store` opens a working copy of it (under
+  ``$LIRA_STORE_CACHE``, default ``<tmp>/lira-stores``, keyed by the snapshot's sha256), where
+  online translation adds what it translates.
+- Hub ids: :func:`resolve_folder` turns ``owner/name`` into a local folder with
+  ``huggingface_hub.snapshot_download`` (the local cache first; ``HF_HUB_OFFLINE=1`` works offline).
+- :func:`push_to_hub` uploads a saved folder with ``huggingface_hub.HfApi.upload_folder``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import tempfile
+import uuid
+from pathlib import Path
+
+from lira.checkpoint import sha256_file
+from lira.errors import MissingFileError
+from lira.translation.store import TranslationStore
+
+STORE_NAME = "translations.sqlite"
+"""The model folder's own translation store (a snapshot)."""
+
+
+def snapshot_store(store: TranslationStore, folder: str | Path) -> str:
+    """Copy ``store`` into ``folder`` as one self-contained SQLite file (no WAL beside it);
+    returns its name relative to the folder."""
+    dest = Path(folder) / STORE_NAME
+    if dest.resolve() == Path(store.path).resolve():  # saved into the folder it reads: in place
+        return STORE_NAME
+    dest.unlink(missing_ok=True)
+    out = sqlite3.connect(str(dest))
+    try:
+        store.conn.backup(out)
+        out.execute("PRAGMA journal_mode=DELETE")
+        if _has_table(out, "leases"):  # who was translating what: not part of a model
+            out.execute("DELETE FROM leases")
+        out.commit()
+        out.execute("VACUUM")
+    finally:
+        out.close()
+    return STORE_NAME
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    q = "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?"
+    return conn.execute(q, (name,)).fetchone() is not None
+
+
+def store_cache() -> Path:
+    """Where working copies of model folders' stores live (``$LIRA_STORE_CACHE``)."""
+    env = os.environ.get("LIRA_STORE_CACHE", "")
+    return Path(env).expanduser() if env else Path(tempfile.gettempdir()) / "lira-stores"
+
+
+def open_folder_store(snapshot: Path) -> TranslationStore:
+    """A working copy of a model folder's store snapshot (made once per snapshot content)."""
+    work = store_cache() / f"{sha256_file(snapshot)[:20]}.sqlite"
+    if not work.is_file():
+        work.parent.mkdir(parents=True, exist_ok=True)
+        tmp = work.with_name(f"{work.name}.{uuid.uuid4().hex[:8]}.tmp")
+        shutil.copyfile(snapshot, tmp)
+        os.replace(tmp, work)
+    return TranslationStore(work)
+
+
+def is_hub_id(ref: str) -> bool:
+    """``owner/name`` that is not an existing local path."""
+    parts = ref.split("/")
+    return len(parts) == 2 and all(parts) and not ref.startswith(".") and not Path(ref).exists()
+
+
+def resolve_folder(ref: str | Path, revision: str | None = None) -> Path:
+    """The local folder of a model folder path or hub id (downloaded into the HF cache, or
+    read from it offline)."""
+    if isinstance(ref, Path) or not is_hub_id(ref):
+        return Path(ref)
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(snapshot_download(ref, revision=revision))
+    except Exception as e:  # offline, unknown repo, no access: one line naming the fix
+        raise MissingFileError(
+            f"{ref!r} is neither a folder nor a hub model that could be downloaded "
+            f"({type(e).__name__}: {e}); give a local folder, or download it first (online: "
+            f"`hf download {ref}`; offline, HF_HUB_OFFLINE=1 reads the local cache)"
+        ) from None
+
+
+def push_to_hub(
+    folder: str | Path,
+    repo_id: str,
+    private: bool | None = None,
+    token: str | None = None,
+    commit_message: str = "Upload LiRA model",
+) -> str:
+    """Upload a saved LiRA model folder to the hub repo ``repo_id`` (created if missing);
+    returns the commit URL."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    api.create_repo(repo_id, private=private, exist_ok=True)
+    info = api.upload_folder(
+        repo_id=repo_id, folder_path=str(folder), commit_message=commit_message
+    )
+    return str(getattr(info, "commit_url", info))
