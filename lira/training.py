@@ -125,6 +125,7 @@ def make_accelerator(
     """An ``accelerate.Accelerator`` for trainer ``section`` with its tracker started (as run
     ``run_name``, default ``section``)."""
     from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
 
     if report_to != "none":
         package = TRACKER_PACKAGES[report_to]
@@ -134,6 +135,11 @@ def make_accelerator(
                 f"{report_to} needs the {package} package: pip install {package}, or set "
                 f"{section}.report_to=none",
             )
+    state = AcceleratorState._shared_state
+    if state and state.get("_mixed_precision") != mixed_precision:
+        # one process runs several stages (`lira run`, benchmarks): each stage's precision is its
+        # own; the process group (PartialState) is kept
+        AcceleratorState._reset_state()
     acc = Accelerator(
         mixed_precision=mixed_precision,
         gradient_accumulation_steps=grad_accum,

@@ -54,3 +54,13 @@ def test_random_causal_lm_and_device_argument():
 def test_unknown_random_reference_names_the_choices():
     with pytest.raises(FileNotFoundError, match="random:qwen3-embedding-8b"):
         random_folder("random:no-such-arch")
+
+
+def test_random_models_are_built_on_the_default_device_when_none_is_given(monkeypatch):
+    """A stage loads h without a device and places it later: a random 8B h built on the CPU took
+    over 225 s of an H100 run (../shared/gpu_check.sh); it is built where it will run."""
+    import lira.models.devices as devices
+
+    monkeypatch.setattr(devices, "default_device", lambda: torch.device("meta"))
+    h = load_backbone(ModelsConfig(backbone="random:tiny-qwen3-embedding"))
+    assert {p.device.type for p in h.model.parameters()} == {"meta"}

@@ -199,3 +199,14 @@ def test_an_error_after_resuming_is_not_blamed_on_the_checkpoint(tmp_path):
     with pytest.raises(ValueError, match="translator down") as err:
         again.resume()
     assert not isinstance(err.value, CheckpointError) and again.step == 2
+
+
+def test_stages_of_one_process_each_get_their_own_mixed_precision(tmp_path):
+    """`lira run` and paper_scale run Arca (bf16), then a baseline ("no") in one process: the
+    second Accelerator used to raise "AcceleratorState has already been initialized" (found on
+    an H100 by ../shared/gpu_check.sh)."""
+    first = make_accelerator("arca", "none", tmp_path, mixed_precision="bf16")
+    assert first.mixed_precision == "bf16"
+    second = make_accelerator("baselines", "none", tmp_path, mixed_precision="no")
+    assert second.mixed_precision == "no"
+    assert make_accelerator("lasr", "none", tmp_path).mixed_precision == "no"

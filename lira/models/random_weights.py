@@ -31,6 +31,7 @@ from transformers import (
 )
 
 from lira.demo import minilm_folder
+from lira.models.devices import resolve_device
 
 log = logging.getLogger(__name__)
 
@@ -105,11 +106,12 @@ def build_random(
     config: PretrainedConfig | None = None,
 ) -> nn.Module:
     """``cls`` (an Auto* or model class) built from ``random:<...>``'s config with random
-    weights on ``device`` (default CPU), in ``dtype``; logs that it is cost-only."""
+    weights on ``device`` (default: :func:`default_device`, where an 8B model takes a second
+    on a GPU and minutes on the CPU), in ``dtype``; logs that it is cost-only."""
     config = config if config is not None else random_config(ref)
     dtype = torch.float32 if dtype == "auto" else dtype
     builder = getattr(cls, "from_config", None) or cls._from_config
-    with torch.device(torch.device(device or "cpu")):  # allocated and initialised there
+    with resolve_device(device):  # allocated and initialised there
         model = builder(config, dtype=dtype)
     log.warning(COST_ONLY, ref[len(PREFIX) :], random_folder(ref))
     return model.eval()
