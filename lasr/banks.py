@@ -99,9 +99,9 @@ def share_streams(
     shards = [[i for idx in batches[r::world] for i in idx] for r in range(world)]
     seen = (model.missing_translations, model.translation_lookups)
     mine = batches[rank::world]  # batches as one process would compute them
-    parts = [model.streams([todo[i] for i in idx], [todo_langs[i] for i in idx], kind=kind)
-             for idx in mine]  # fmt: skip
-    local = Streams.cat(parts) if parts else model.streams([], [], kind=kind)
+    computed = [model.streams([todo[i] for i in idx], [todo_langs[i] for i in idx], kind=kind)
+                for idx in mine]  # fmt: skip
+    local = Streams.cat(computed) if computed else model.streams([], [], kind=kind)
     counts = gather_object([(model.missing_translations - seen[0],
                              model.translation_lookups - seen[1])])  # fmt: skip
     model.missing_translations = seen[0] + sum(c[0] for c in counts)
@@ -159,6 +159,11 @@ def pair_keys(pairs: PairData) -> tuple[list[str], list[str]]:
         [f"{lang}\t{t}" for t, lang in zip(pairs.sentence1, l1)],
         [f"{lang}\t{t}" for t, lang in zip(pairs.sentence2, l2)],
     )
+
+
+SOFT_NDCG_ELEMENTS = 2**26
+"""Bound on the [queries, C, C] elements of one soft nDCG call in :func:`evaluate_retrieval`
+(16 queries at a time, fewer over a large corpus: it runs on the net's device)."""
 
 
 def relevance_matrix(
@@ -220,8 +225,9 @@ def evaluate_retrieval(
         y = relevance_matrix([qbank.keys[q] for q in rows], [dbank.keys[j] for j in cols], qrels)
         y = y.to(dev)  # [q, C]
         true.update(zip(rows, ndcg_dense(s, y, k).tolist()))
-        for c in range(0, len(rows), 16):  # O(rows · C²) memory: 16 queries at a time
-            part = slice(c, c + 16)
+        step = max(1, min(16, SOFT_NDCG_ELEMENTS // max(1, len(cols) ** 2)))
+        for c in range(0, len(rows), step):  # O(rows · C²) memory: a few queries at a time
+            part = slice(c, c + step)
             loss = soft_ndcg_loss(s[part], y[part], k=k, tau=cfg.tau, tau_k=cfg.tau_k,
                                   safe_negatives=False)  # fmt: skip
             soft += [float(loss)] * len(rows[part])

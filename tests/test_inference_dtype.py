@@ -24,6 +24,7 @@ def fp32_g_under_bf16() -> TokenEncoder:
     return load_encoder(cfg)
 
 
+@pytest.mark.filterwarnings("ignore:User provided device_type")
 def test_a_frozen_fp32_g_autocasts_to_the_run_dtype_on_cuda(fp32_g_under_bf16, monkeypatch):
     g = fp32_g_under_bf16
     assert g.inference_dtype == torch.bfloat16
