@@ -166,13 +166,21 @@ class DataConfig:
     max_eval_queries: int = 0
     """Cap on evaluation queries per language (0 = all)."""
     dev_fraction: float = 0.0
-    """Share of the training question ids held out as the validation split (0 = none); every
-    design choice and LaSR's checkpoint and fusion weights are picked on it, never on the test."""
+    """Share of the training question ids held out as the validation split (0 = none; a BEIR
+    folder's qrels/dev.tsv is used as given instead); every design choice and LaSR's checkpoint
+    and fusion weights are picked on it, never on the test."""
     max_dev_queries: int = 0
     """Cap on validation queries per language (0 = all the ``dev_fraction`` ids)."""
     dev_languages: list[str] = field(default_factory=list)
     """Languages evaluated on the validation ids only (never trained, never tested), so choices
     are also checked on a language the model does not see."""
+    query_language: str = ""
+    """Language (ISO 639-1) of a beir/hf folder's queries whose record has no ``lang`` or
+    ``language`` field; empty = train_languages[0]."""
+    corpus_language: str = ""
+    """Language of a beir/hf folder's documents whose record has none; empty =
+    train_languages[0] (set en for queries in L against an English corpus: English texts are
+    never translated)."""
     sts_path: str = ""
     """Optional STS pairs file (jsonl/tsv/csv: sentence1, sentence2, score) for the rank task."""
     drop_malformed: bool = False
@@ -192,6 +200,10 @@ class DataConfig:
                "language is never tested; remove it from one of the two lists")  # fmt: skip
         check(len(self.train_languages) > 0, "train_languages", "name at least one language")
         check(len(self.eval_languages) > 0, "eval_languages", "name at least one language")
+        for key in ("query_language", "corpus_language"):
+            value = getattr(self, key)
+            check(value == value.strip().lower(), key, f"{value!r}: write the ISO 639-1 code in "
+                  "lower case without spaces (e.g. de), or leave it empty")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------
