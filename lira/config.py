@@ -108,9 +108,12 @@ class ModelsConfig:
     """
 
     backbone: str = "demo:minilm"
-    """Embedding backbone h (any HF ``AutoModel`` embedding model)."""
+    """Embedding backbone h: any HF ``AutoModel`` embedding model, or a sentence-transformers
+    model (``st:<folder|hub id>``, or a folder with modules.json) with its own modules and
+    prompts (pooling, Dense, Normalize)."""
     backbone_pooling: Literal["mean", "cls", "last"] = "mean"
-    """Sentence pooling of h: mean (E5/MiniLM), cls (BGE), last token (Qwen3-Embedding)."""
+    """Sentence pooling of h: mean (E5/MiniLM), cls (BGE), last token (Qwen3-Embedding); a
+    sentence-transformers h (``st:<ref>`` or a folder with modules.json) runs its own modules."""
     query_prompt: str = ""
     """Instruction prefix for queries (Qwen3-Embedding: 'Instruct: ...\\nQuery: ')."""
     document_prompt: str = ""
@@ -127,6 +130,9 @@ class ModelsConfig:
     """Cache a frozen g's embeddings in <output_dir>/cache/g_embeddings.sqlite."""
     encoder_max_length: int = 128
     """Token limit of g's inputs (paper App. C: 512; 128 here for CPU scale, paper configs set 512)."""
+    max_chars: int = 0
+    """Texts are cut to this many characters before h and g tokenise them (0 = 16 x the token
+    limit: a 60,000-character text is not tokenised in full only to be truncated)."""
     cache_dir: str = ""
     """Where demo models are built and cached; empty = $LIRA_CACHE or ~/.cache/lira."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
@@ -138,6 +144,7 @@ class ModelsConfig:
     def __post_init__(self) -> None:
         check(self.backbone_max_length >= 8, "backbone_max_length", "must be >= 8")
         check(self.encoder_max_length >= 8, "encoder_max_length", "must be >= 8")
+        check(self.max_chars >= 0, "max_chars", "must be >= 0 (0 = 16 x the token limit)")
         check(bool(self.backbone), "backbone", "must name a hub id, folder or demo:<name>")
         check(bool(self.encoder), "encoder", "must name a hub id, folder or demo:<name>")
         check(
