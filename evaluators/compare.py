@@ -169,6 +169,10 @@ def run_compare(cfg: EvalRun, args: Namespace | None = None) -> list[Row]:
             rows = _compare_parallel(cfg, models, splits, out)
             files = {"md": out / "leaderboard.md"}
         print(f"data split: {note}")
+    root = Path(cfg.output_dir)
+    logs = {"Arca": root / "arca" / "log.jsonl", "LaSR": root / "lasr" / "log.jsonl"}
+    if curves := diag.plot_training_curves(logs, out / "training_curves.png"):
+        print(f"wrote {curves}")
     if getattr(args, "paper_tables", False):
         print(write_paper_tables(out, cfg, note))
     print(f"wrote {files['md']}")
