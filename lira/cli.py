@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import errno
 import logging
+import os
 import re
 import sys
 import traceback
@@ -268,6 +269,8 @@ def main(argv: list[str] | None = None) -> int:
     args, extra = parser.parse_known_args(argv)
     args.verbose = bool(flags & {"-v", "--verbose"})
     quiet = bool(flags & {"-q", "--quiet"}) and not args.verbose
+    if quiet:  # read by tqdm when it is first imported (engines import it when a stage runs)
+        os.environ.setdefault("TQDM_DISABLE", "1")
     # Overrides may come after options too (`lira lasr cfg.yaml --output-dir o lasr.lr=1e-5`).
     stray = [a for a in extra if a.startswith("-") or "=" not in a]
     if stray or (extra and not hasattr(args, "overrides")):

@@ -4,6 +4,7 @@ and models.* keys in every command's --help (item 5)."""
 from __future__ import annotations
 
 import logging
+import os
 
 import pytest
 
@@ -35,6 +36,7 @@ def test_verbosity_flags_work_anywhere_on_the_line(tmp_path, capsys, monkeypatch
     cfg = tmp_path / "c.yaml"
     cfg.write_text("arca:\n  steps: 3\n")
     for where in ("end", "middle", "front"):
+        monkeypatch.delenv("TQDM_DISABLE", raising=False)
         seen = _levels(monkeypatch)
         args = ["arca", str(cfg), "arca.pool_size=0"]
         args = {"end": args + flags, "middle": args[:1] + flags + args[1:],
@@ -44,6 +46,7 @@ def test_verbosity_flags_work_anywhere_on_the_line(tmp_path, capsys, monkeypatch
         err = capsys.readouterr().err
         assert "arca.pool_size" in err
         assert ("Traceback" in err) == (level == logging.DEBUG), (where, flags)
+        assert ("TQDM_DISABLE" in os.environ) == (level == logging.WARNING)  # -q: no bars
 
 
 def test_version(capsys):

@@ -103,3 +103,13 @@ def test_texts_are_capped_by_characters_before_tokenising(models_config, monkeyp
     assert seen == [100]
     # the cap is above what the token limit keeps: the vector is unchanged
     np.testing.assert_allclose(h.encode([long[:4000]]), h.encode([long]), atol=1e-6)
+
+
+def test_a_custom_character_cap_is_part_of_the_frozen_g_cache_key(models_config):
+    from arca.g_cache import encoder_id
+    from lira.models import load_encoder
+
+    default = encoder_id(load_encoder(models_config))
+    assert "chars=" not in default  # caches written before the cap stay valid
+    capped = encoder_id(load_encoder(dataclasses.replace(models_config, max_chars=100)))
+    assert capped == default + "|chars=100"
