@@ -23,7 +23,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from lira.demo import resolve_model
-from lira.models.loading import folder_fingerprint
+from lira.models.loading import CHARS_PER_TOKEN, folder_fingerprint
 from lira.training import live_world
 
 CACHE_FILE = Path("cache") / "g_embeddings.sqlite"
@@ -31,14 +31,22 @@ CACHE_FILE = Path("cache") / "g_embeddings.sqlite"
 
 
 def encoder_id(encoder: nn.Module, cache_dir: str = "") -> str:
-    """What identifies a frozen g's outputs: level, name, version/weights, d_g, max length."""
+    """What identifies a frozen g's outputs: level, name, version/weights, d_g, max length
+    (and ``models.max_chars`` when it is not the default cap)."""
     level = getattr(encoder, "level", "token")
     name = str(getattr(encoder, "name", "") or type(encoder).__name__)
     version = str(getattr(encoder, "version", "") or "")
     if not version:
         local = Path(resolve_model(name, cache_dir)).expanduser() if name else None
         version = folder_fingerprint(local) if local is not None and local.is_dir() else name
-    return f"{level}|{name}|{version}|d={encoder.dim}|len={getattr(encoder, 'max_length', '')}"
+    length = getattr(encoder, "max_length", "")
+    chars = getattr(encoder, "max_chars", None)  # keyed only when not the default cap
+    cap = (
+        f"|chars={chars}"
+        if chars and isinstance(length, int) and chars != CHARS_PER_TOKEN * length
+        else ""
+    )
+    return f"{level}|{name}|{version}|d={encoder.dim}|len={length}{cap}"
 
 
 def kind_id(enc_id: str, kind: str) -> str:

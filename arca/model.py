@@ -125,9 +125,10 @@ class ArcaModel(nn.Module):
         if backbone is None or encoder is None:
             backbone = backbone if backbone is not None else load_backbone(models_cfg)
             encoder = encoder if encoder is not None else load_encoder(models_cfg)
+        sentence = arca_cfg.objective == "d1" and arca_cfg.anchor_target == "sentence"
         adaptor = Adaptor(
             int(encoder.dim),
-            int(backbone.dim),
+            int(backbone.dim if sentence else getattr(backbone, "token_dim", backbone.dim)),
             arca_cfg.adaptor_hidden,
             shared=arca_cfg.objective == "shared",
             residual=arca_cfg.adaptor_init == "identity",

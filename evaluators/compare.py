@@ -170,6 +170,10 @@ def run_compare(cfg: EvalRun, args: Namespace | None = None) -> list[Row]:
             rows = _compare_parallel(cfg, models, splits, out)
             files = {"md": out / "leaderboard.md"}
         print(f"data split: {note}")
+    root = Path(cfg.output_dir)
+    logs = {"Arca": root / "arca" / "log.jsonl", "LaSR": root / "lasr" / "log.jsonl"}
+    if curves := diag.plot_training_curves(logs, out / "training_curves.png"):
+        print(f"wrote {curves}")
     if getattr(args, "paper_tables", False):
         print(write_paper_tables(out, cfg, note))
     print(f"wrote {files['md']}")
@@ -184,7 +188,10 @@ def _compare_parallel(
     assert ds is not None  # the caller's check: parallel data
     langs = list(cfg.data.eval_languages)
     refs = [r for r in REFERENCES if r in models]  # paired Δ of every method to each
-    caches: dict[str, EmbeddingCache] = {}  # the English corpus is in both splits: encoded once
+    # the English corpus is in both splits: encoded once; the non-English documents are never
+    # translation sources for XQuAD-R, so LiRA embeds them untranslated (said once)
+    caches = {m: EmbeddingCache(enc, cfg.eval.batch_size, untranslated_documents=True)
+              for m, enc in models.items()}  # fmt: skip
     if splits.dev_ids:  # the validation split, where choices were made: its own files
         dev_langs = [x for x in dict.fromkeys([*cfg.data.train_languages, *cfg.data.dev_languages])
                      if x != "en"]  # fmt: skip

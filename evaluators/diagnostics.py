@@ -13,6 +13,7 @@ Each has a PNG (matplotlib's object API, no pyplot state, no display needed).
 
 from __future__ import annotations
 
+import json
 import random
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -181,3 +182,35 @@ def save_figure(fig: Figure, path: str | Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     return path
+
+
+def plot_training_curves(logs: dict[str, Path], path: str | Path) -> Path | None:
+    """One panel per trainer (``{name: log.jsonl}``: Arca's, LaSR's), each logged loss term
+    and Arca's reward against the step; None when no log has a row."""
+    panels = {}
+    for name, log_path in logs.items():
+        if not Path(log_path).is_file():
+            continue
+        rows = []
+        for line in Path(log_path).read_text(encoding="utf-8", errors="replace").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                continue  # a torn last line
+        keys = [k for k in dict.fromkeys(k for r in rows for k in r)
+                if ("loss" in k or k == "reward")
+                and all(isinstance(r.get(k, 0.0), (int, float)) for r in rows)]  # fmt: skip
+        if rows and keys:
+            panels[name] = (rows, keys)
+    if not panels:
+        return None
+    fig = Figure(figsize=(5.5 * len(panels), 3.8))
+    for ax, (name, (rows, keys)) in zip(
+        np.atleast_1d(fig.subplots(1, len(panels))), panels.items()
+    ):
+        for k in keys:
+            pts = [(r["step"], r[k]) for r in rows if k in r and "step" in r]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], label=k, linewidth=1.2)
+        ax.set(title=f"{name} training", xlabel="step")
+        ax.legend(fontsize=7)
+    return save_figure(fig, path)

@@ -9,6 +9,7 @@ columns it corresponds to (:func:`evaluators.scenarios.describe`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
@@ -54,15 +55,43 @@ def model_notes(encoders: Mapping[str, Encoder]) -> list[str]:
     return out
 
 
+README_NAMES = {"en-en": "En-En", "lang-en": "L→En", "en-lang": "En→L", "multi": "Multi",
+                "multi-1": "Multi-1", "mono-same": "Mono-Same", "mono-cross": "Mono-Cross"}  # fmt: skip
+"""The README's names of the scenarios (``lang-en`` in the code is L→En there)."""
+
+
+def summary_table(rows: list[Row], headline: str = "ndcg@10") -> str:
+    """The short table a leaderboard opens with: the headline metric, every language pooled,
+    a line per method and a column per scenario under the README's name ('' without rows)."""
+    sel = [r for r in rows if r["language"] == "all" and r["metric"] == headline
+           and r["scenario"] in README_NAMES]  # fmt: skip
+    if not sel:
+        return ""
+    cols = [s for s in README_NAMES if any(r["scenario"] == s for r in sel)]
+    methods = list(dict.fromkeys(r["method"] for r in sel))
+    value = {(r["method"], r["scenario"]): f"{r['value']:.1f}" for r in sel}
+    lines = [f"## Summary: {headline}, every language pooled", "",
+             "| method | " + " | ".join(README_NAMES[c] for c in cols) + " |",
+             "|" + "---|" * (len(cols) + 1)]  # fmt: skip
+    for m in methods:
+        lines.append(f"| {m} | " + " | ".join(value.get((m, c), "–") for c in cols) + " |")
+    lines += ["", "L→En: queries in language L, English documents; En-En: English queries, the "
+              "same documents. Intervals, languages and every metric: below.", ""]  # fmt: skip
+    return "\n".join(lines)
+
+
 def leaderboard_markdown(
     rows: list[Row], title: str, headline: str = "ndcg@10", notes: Sequence[str] = ()
 ) -> str:
-    """The leaderboard as Markdown: ``notes`` (:func:`model_notes`), the headline metric by
-    scenario (pooled, then per language), then every metric of each scenario on the pooled
-    languages."""
+    """The leaderboard as Markdown: a summary (method x scenario, pooled, the README's names) and
+    ``notes`` (:func:`model_notes`), then the headline metric by scenario (pooled, then per
+    language), then every metric of each scenario on the pooled languages."""
     languages = [x for x in dict.fromkeys(r["language"] for r in rows) if x != "all"]
     parts = [f"# {title}", "", "Values in percent with bootstrap 95% intervals; 'all' pools",
              "the per-query values of every evaluated language.", ""]  # fmt: skip
+    summary = summary_table(rows, headline)
+    if summary:
+        parts += [summary, ""]
     parts += [*(f"- {n}" for n in notes), ""] if notes else []
     for lang in ["all", *languages]:
         sel = [r for r in rows if r["language"] == lang and r["metric"] == headline]
@@ -89,23 +118,64 @@ def scenario_legend(names: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def plot_metric(rows: list[Row], metric: str, path: str | Path, language: str = "all") -> Path:
-    """Grouped bars: one group per scenario, one bar (with 95% CI) per method."""
-    sel = [r for r in rows if r["metric"] == metric and r["language"] == language]
-    scenarios = list(dict.fromkeys(r["scenario"] for r in sel))
+METHOD_ORDER = ("backbone", "lira", "lira-fixed", "me5-small", "translate-test", "infonce",
+                "clear", "lancer", "jsd", "merging", "composition")  # fmt: skip
+"""Methods with a fixed colour (tab20 order); others get one from a stable hash of the name."""
+MAX_WIDTH_IN = 11.0
+"""Widest figure (inches; 1210 px at the saved dpi): more groups make thinner bars."""
+
+
+def method_color(method: str) -> str:
+    """The one colour of ``method`` in every plot of every run."""
+    from matplotlib import colormaps
+
+    palette = colormaps["tab20"].colors
+    if method in METHOD_ORDER:
+        i = METHOD_ORDER.index(method)
+    else:
+        i = len(METHOD_ORDER) + int(hashlib.sha256(method.encode()).hexdigest(), 16) % (
+            len(palette) - len(METHOD_ORDER)
+        )
+    rgb = palette[i % len(palette)]
+    return "#" + "".join(f"{round(c * 255):02x}" for c in rgb)
+
+
+def plot_metric(
+    rows: list[Row],
+    metric: str,
+    path: str | Path,
+    language: str = "all",
+    group: str = "scenario",
+    scenario: str | None = None,
+) -> Path:
+    """Grouped bars: one group per scenario (``group="language"``: per language of
+    ``scenario``), one bar (with 95% CI) per method, each method in its own colour."""
+    if group == "language":
+        sel = [r for r in rows if r["metric"] == metric and r["scenario"] == scenario
+               and r["language"] != "all"]  # fmt: skip
+    else:
+        sel = [r for r in rows if r["metric"] == metric and r["language"] == language]
+    groups = list(dict.fromkeys(r[group] for r in sel))
     methods = list(dict.fromkeys(r["method"] for r in sel))
-    by = {(r["method"], r["scenario"]): r for r in sel}
-    fig = Figure(figsize=(max(6, 1.4 * len(scenarios) + 2), 4.2))
+    by = {(r["method"], r[group]): r for r in sel}
+    fig = Figure(figsize=(min(MAX_WIDTH_IN, max(6, 1.2 * len(groups) + 2)), 4.2))
     ax = fig.subplots()
     width = 0.8 / max(len(methods), 1)
-    x = np.arange(len(scenarios))
+    x = np.arange(len(groups))
     for i, m in enumerate(methods):
-        vals = [by[(m, s)]["value"] if (m, s) in by else np.nan for s in scenarios]
-        lo = [v - by[(m, s)]["ci_low"] if (m, s) in by else 0 for s, v in zip(scenarios, vals)]
-        hi = [by[(m, s)]["ci_high"] - v if (m, s) in by else 0 for s, v in zip(scenarios, vals)]
-        ax.bar(x + i * width - 0.4 + width / 2, vals, width, yerr=[lo, hi], capsize=2, label=m)
-    ax.set_xticks(x, scenarios, rotation=15)
-    ax.set(title=f"{metric} by scenario ({language} languages, 95% CI)", ylabel=metric)
+        vals = [by[(m, s)]["value"] if (m, s) in by else np.nan for s in groups]
+        lo = [v - by[(m, s)]["ci_low"] if (m, s) in by else 0 for s, v in zip(groups, vals)]
+        hi = [by[(m, s)]["ci_high"] - v if (m, s) in by else 0 for s, v in zip(groups, vals)]
+        ax.bar(x + i * width - 0.4 + width / 2, vals, width, yerr=[lo, hi], capsize=2, label=m,
+               color=method_color(m))  # fmt: skip
+    names = [README_NAMES.get(g, g) for g in groups] if group == "scenario" else groups
+    tilt = len(groups) > 6
+    ax.set_xticks(x, names, rotation=30 if tilt else 0, ha="right" if tilt else "center")
+    if group == "language":
+        where = f"{README_NAMES.get(scenario or '', scenario)} per language"
+    else:
+        where = f"by scenario ({language} languages)"
+    ax.set(title=f"{metric} {where}, 95% CI", ylabel=metric)
     if methods:
         ax.legend(fontsize=8, ncol=2)
     return save_figure(fig, path)
@@ -127,6 +197,16 @@ def write_leaderboard(
     for r in clean:
         metrics[r["metric"]] += 1
     for m in metrics:
-        safe = m.replace("@", "_at_").replace("/", "_").replace("Δ", "delta_").replace(" ", "_")
-        files[m] = plot_metric(clean, m, out / f"{safe}.png")
+        files[m] = plot_metric(clean, m, out / f"{_safe(m)}.png")
+    headline = "ndcg@10"
+    scenarios = {r["scenario"] for r in clean if r["metric"] == headline and r["language"] != "all"}
+    scenario = next((s for s in ("lang-en", *sorted(scenarios)) if s in scenarios), None)
+    if scenario is not None:  # the headline scenario per language
+        files["by_language"] = plot_metric(clean, headline, out / f"{_safe(headline)}_by_language.png",
+                                           group="language", scenario=scenario)  # fmt: skip
     return files
+
+
+def _safe(metric: str) -> str:
+    """A file name for a metric's plot."""
+    return metric.replace("@", "_at_").replace("/", "_").replace("Δ", "delta_").replace(" ", "_")

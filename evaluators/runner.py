@@ -46,30 +46,52 @@ from lira.data.splits import load_splits
 from lira.data.types import Record, RetrievalData
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
+from lira.logs import Expected, warn_once
 from lira.metrics import ir_metrics
 
 log = logging.getLogger(__name__)
 PAPER_003 = ("multi-1", "mono-same", "mono-cross")
+UNTRANSLATED = "have no stored translation"
+"""What LiRA's warning about texts without a stored translation says
+(:meth:`lasr.model.LiRAModel.untranslated_note`)."""
 
 
 class EmbeddingCache:
     """Encodes each (kind, record id) once for one encoder."""
 
-    def __init__(self, encoder: Encoder, batch_size: int) -> None:
+    def __init__(
+        self, encoder: Encoder, batch_size: int, untranslated_documents: bool = False
+    ) -> None:
         self.encoder = encoder
         self.batch_size = batch_size
         self.vectors: dict[tuple[str, str], np.ndarray] = {}
+        self.untranslated_documents = untranslated_documents
+        """The config never translates the documents (XQuAD-R: the translate stage translates
+        the questions): LiRA's per-call 'no stored translation' warning for them is expected,
+        and said once, plainly, instead."""
 
     def __call__(self, records: list[Record], kind: str) -> np.ndarray:
         """[N, d] embeddings of ``records`` (encoding only those not seen before)."""
         todo = [r for r in records if (kind, r.id) not in self.vectors]
         if todo:
-            vecs = self.encoder.encode(
-                [r.text for r in todo],
-                langs=[r.lang for r in todo],
-                kind=kind,
-                batch_size=self.batch_size,
-            )
+            expected = Expected(UNTRANSLATED)
+            lira_log = logging.getLogger("lasr.model")
+            if kind == "document" and self.untranslated_documents:
+                lira_log.addFilter(expected)
+            try:
+                vecs = self.encoder.encode(
+                    [r.text for r in todo],
+                    langs=[r.lang for r in todo],
+                    kind=kind,
+                    batch_size=self.batch_size,
+                )
+            finally:
+                lira_log.removeFilter(expected)
+            if expected.dropped:
+                warn_once(log, "LiRA embeds the non-English documents untranslated, as the "
+                          "config intends: the translate stage translates the questions only "
+                          "(`lira eval --mteb` and LiRAModel(online=True) translate documents "
+                          "online)", level=logging.INFO)  # fmt: skip
             for r, v in zip(todo, np.asarray(vecs, dtype=np.float32)):
                 self.vectors[(kind, r.id)] = v
         return np.stack([self.vectors[(kind, r.id)] for r in records])

@@ -43,6 +43,7 @@ import torch
 from accelerate import Accelerator
 from torch import Tensor, nn
 
+from arca.metrics import append_log, trim_log
 from arca.model import ArcaModel
 from lasr.banks import (
     StreamBank,
@@ -402,8 +403,10 @@ class LaSRTrainer(Trainer):
         return terms
 
     def before_loop(self, total: int) -> None:
-        """The net trains (evaluation leaves it in eval mode)."""
+        """The net trains (evaluation leaves it in eval mode); ``log.jsonl`` keeps the steps done."""
         self.net.train()
+        if self.accelerator.is_main_process:
+            trim_log(self.root / "log.jsonl", self.step)
 
     def after_step(self, row: object, total: int) -> None:
         """Log the step's terms every ``log_every`` steps and at the last."""
@@ -412,6 +415,8 @@ class LaSRTrainer(Trainer):
             log_metrics(self.accelerator, row, self.step)
             log.info("lasr step %d/%d %s", self.step, total,
                      {k: round(v, 4) for k, v in row.items()})  # fmt: skip
+            if self.accelerator.is_main_process:  # the per-step log, as Arca's (training curves)
+                append_log(self.root / "log.jsonl", row)
 
     def eval_due(self, total: int) -> bool:
         """Every ``eval_every`` steps, and at the last with ``select_on_validation``."""

@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import errno
 import logging
+import os
 import re
 import sys
 import traceback
@@ -34,8 +35,9 @@ from typing import Any
 
 from arca.config import TuneTranslatorConfig
 from evaluators.config import EvalConfig
+from lira import __version__
 from lira.ablate import ROWS as ABLATION_ROWS
-from lira.config import field_docs, open_sections
+from lira.config import DataConfig, ModelsConfig, field_docs, open_sections
 from lira.errors import LiRAError, UserInputError
 from lira.pipeline import STAGES, load_engine, refuse_launcher
 from lira.runconfig import RunConfig, load_config
@@ -48,6 +50,8 @@ ENVIRONMENT_ERRNOS = {
     errno.EPERM: "check the permissions, or choose a writable --output-dir",
 }
 """OS errors a user fixes (disk full, read-only, permission) and the fix printed with them."""
+VERBOSITY = ("-v", "--verbose", "-q", "--quiet")
+"""Logging flags taken anywhere on the command line."""
 
 # subcommand -> (engine "module:function", config section shown in --help, one-line summary):
 # one per stage of the main job (lira.pipeline.STAGES), then the commands outside it.
@@ -116,7 +120,9 @@ class _Parser(argparse.ArgumentParser):
 
     def format_help(self) -> str:
         if self.section is not None and self.epilog is None:
-            self.epilog = describe_config(self.section)
+            shared = [f"{name}.* (read by every command):\n{describe_config(cls)}"
+                      for name, cls in (("data", DataConfig), ("models", ModelsConfig))]  # fmt: skip
+            self.epilog = "\n\n".join([describe_config(self.section), *shared])
         return super().format_help()
 
 
@@ -138,7 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
         prog="lira",
         description="LiRA: cross-lingual retrieval anchored to an English embedding space.",
     )
-    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="debug logging (anywhere on the line)"
+    )
+    parser.add_argument(
+        "-q", "--quiet", action="store_true", help="warnings and errors only (anywhere on the line)"
+    )
+    parser.add_argument("--version", action="version", version=f"lira {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name, (_, section, summary) in COMMANDS.items():
         p = sub.add_parser(
@@ -251,7 +263,14 @@ def user_error(e: BaseException) -> tuple[str, int] | None:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``lira`` console script."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    flags = {a for a in argv if a in VERBOSITY}  # -v / -q anywhere, not only before the command
+    argv = [a for a in argv if a not in VERBOSITY]
     args, extra = parser.parse_known_args(argv)
+    args.verbose = bool(flags & {"-v", "--verbose"})
+    quiet = bool(flags & {"-q", "--quiet"}) and not args.verbose
+    if quiet:  # read by tqdm when it is first imported (engines import it when a stage runs)
+        os.environ.setdefault("TQDM_DISABLE", "1")
     # Overrides may come after options too (`lira lasr cfg.yaml --output-dir o lasr.lr=1e-5`).
     stray = [a for a in extra if a.startswith("-") or "=" not in a]
     if stray or (extra and not hasattr(args, "overrides")):
@@ -259,7 +278,7 @@ def main(argv: list[str] | None = None) -> int:
     if extra:
         args.overrides = [*args.overrides, *extra]
     logging.basicConfig(
-        level=logging.DEBUG if args.verbose else logging.INFO,
+        level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         datefmt="%H:%M:%S",
     )

@@ -108,9 +108,12 @@ class ModelsConfig:
     """
 
     backbone: str = "demo:minilm"
-    """Embedding backbone h (any HF ``AutoModel`` embedding model)."""
+    """Embedding backbone h: any HF ``AutoModel`` embedding model, or a sentence-transformers
+    model (``st:<folder|hub id>``, or a folder with modules.json) with its own modules and
+    prompts (pooling, Dense, Normalize)."""
     backbone_pooling: Literal["mean", "cls", "last"] = "mean"
-    """Sentence pooling of h: mean (E5/MiniLM), cls (BGE), last token (Qwen3-Embedding)."""
+    """Sentence pooling of h: mean (E5/MiniLM), cls (BGE), last token (Qwen3-Embedding); a
+    sentence-transformers h (``st:<ref>`` or a folder with modules.json) runs its own modules."""
     query_prompt: str = ""
     """Instruction prefix for queries (Qwen3-Embedding: 'Instruct: ...\\nQuery: ')."""
     document_prompt: str = ""
@@ -127,6 +130,9 @@ class ModelsConfig:
     """Cache a frozen g's embeddings in <output_dir>/cache/g_embeddings.sqlite."""
     encoder_max_length: int = 128
     """Token limit of g's inputs (paper App. C: 512; 128 here for CPU scale, paper configs set 512)."""
+    max_chars: int = 0
+    """Texts are cut to this many characters before h and g tokenise them (0 = 16 x the token
+    limit: a 60,000-character text is not tokenised in full only to be truncated)."""
     cache_dir: str = ""
     """Where demo models are built and cached; empty = $LIRA_CACHE or ~/.cache/lira."""
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
@@ -138,6 +144,7 @@ class ModelsConfig:
     def __post_init__(self) -> None:
         check(self.backbone_max_length >= 8, "backbone_max_length", "must be >= 8")
         check(self.encoder_max_length >= 8, "encoder_max_length", "must be >= 8")
+        check(self.max_chars >= 0, "max_chars", "must be >= 0 (0 = 16 x the token limit)")
         check(bool(self.backbone), "backbone", "must name a hub id, folder or demo:<name>")
         check(bool(self.encoder), "encoder", "must name a hub id, folder or demo:<name>")
         check(
@@ -166,13 +173,21 @@ class DataConfig:
     max_eval_queries: int = 0
     """Cap on evaluation queries per language (0 = all)."""
     dev_fraction: float = 0.0
-    """Share of the training question ids held out as the validation split (0 = none); every
-    design choice and LaSR's checkpoint and fusion weights are picked on it, never on the test."""
+    """Share of the training question ids held out as the validation split (0 = none; a BEIR
+    folder's qrels/dev.tsv is used as given instead); every design choice and LaSR's checkpoint
+    and fusion weights are picked on it, never on the test."""
     max_dev_queries: int = 0
     """Cap on validation queries per language (0 = all the ``dev_fraction`` ids)."""
     dev_languages: list[str] = field(default_factory=list)
     """Languages evaluated on the validation ids only (never trained, never tested), so choices
     are also checked on a language the model does not see."""
+    query_language: str = ""
+    """Language (ISO 639-1) of a beir/hf folder's queries whose record has no ``lang`` or
+    ``language`` field; empty = train_languages[0]."""
+    corpus_language: str = ""
+    """Language of a beir/hf folder's documents whose record has none; empty =
+    train_languages[0] (set en for queries in L against an English corpus: English texts are
+    never translated)."""
     sts_path: str = ""
     """Optional STS pairs file (jsonl/tsv/csv: sentence1, sentence2, score) for the rank task."""
     drop_malformed: bool = False
@@ -192,6 +207,10 @@ class DataConfig:
                "language is never tested; remove it from one of the two lists")  # fmt: skip
         check(len(self.train_languages) > 0, "train_languages", "name at least one language")
         check(len(self.eval_languages) > 0, "eval_languages", "name at least one language")
+        for key in ("query_language", "corpus_language"):
+            value = getattr(self, key)
+            check(value == value.strip().lower(), key, f"{value!r}: write the ISO 639-1 code in "
+                  "lower case without spaces (e.g. de), or leave it empty")  # fmt: skip
 
 
 # --------------------------------------------------------------------------------------------

@@ -379,9 +379,12 @@ def _train_seq2seq(
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min(1.0, (s + 1) / 30) * max(0.1, 1 - s / steps)
     )
+    from tqdm.auto import tqdm
+
     model.train()
     batch, order, pos = 48, torch.randperm(len(pairs), generator=gen), 0
-    for step in range(steps):
+    bar = tqdm(range(steps), desc="build demo:marian", unit="step")  # minutes on a busy CPU
+    for step in bar:
         if pos + batch > len(order):
             order, pos = torch.randperm(len(pairs), generator=gen), 0
         idx = order[pos : pos + batch].tolist()
@@ -404,7 +407,9 @@ def _train_seq2seq(
         sched.step()
         opt.zero_grad(set_to_none=True)
         if step % 100 == 0 or step == steps - 1:
-            logger.info("demo marian step %d/%d loss %.3f", step + 1, steps, loss.item())
+            bar.set_postfix(loss=f"{loss.item():.3f}", refresh=False)
+            logger.debug("demo marian step %d/%d loss %.3f", step + 1, steps, loss.item())
+    bar.close()
     model.eval()
 
 

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from lira.checkpoint import (
     CheckpointError,
@@ -368,13 +369,19 @@ class Trainer:
         if self.step == 0 and not self.evals:  # the starting point
             self.evaluate_held_out()
         self.before_loop(total)
-        while self.step < total:
-            row = self.train_step()
-            self.after_step(row, total)
-            if self.eval_due(total):
-                self.evaluate_held_out()
-            if self.save_due(total):
-                self.save_checkpoint()
+        bar = tqdm(total=total, initial=self.step, desc=self.what, unit="step",
+                   disable=not self.accelerator.is_main_process)  # progress and ETA  # fmt: skip
+        try:
+            while self.step < total:
+                row = self.train_step()
+                bar.update(self.step - bar.n)
+                self.after_step(row, total)
+                if self.eval_due(total):
+                    self.evaluate_held_out()
+                if self.save_due(total):
+                    self.save_checkpoint()
+        finally:
+            bar.close()
         if self.nonfinite_steps:
             log.warning("%s: %d of %d steps skipped so far (non-finite loss or gradient)",
                         self.what, self.nonfinite_steps, self.step)  # fmt: skip

@@ -34,39 +34,71 @@ def _id_text(
         yield rec, rid, text
 
 
-def _build(
+LANG_FIELDS = ("lang", "language")
+"""Record fields that give a text's own language (ISO 639-1); they win over the side's."""
+
+QREL_SPLITS = ("train", "dev", "test")
+"""The qrels files of a BEIR folder (``qrels/<split>.tsv``) that are used as given."""
+
+
+def _lang(rec: dict, default: str, path: Path, i: int | str) -> str:
+    """The record's ``lang``/``language`` field, else ``default``."""
+    for name in LANG_FIELDS:
+        if rec.get(name) not in (None, ""):
+            return field_text(rec, name, path, i).strip().lower()
+    return default
+
+
+def _texts(
     corpus_rows: list[tuple[int | str, dict]],
     query_rows: list[tuple[int | str, dict]],
-    qrel_rows: list[tuple[int | str, dict]],
-    files: tuple[Path, Path, Path],
-    lang: str,
+    files: tuple[Path, Path],
+    langs: tuple[str, str],
     drop: Dropper,
-) -> RetrievalData:
-    corpus, qrels = [], {}
+) -> tuple[list[Record], list[Record]]:
+    """(corpus, queries) with each text's language: its record's field, else the side's."""
+    corpus = []
     for rec, doc_id, text in _id_text(corpus_rows, files[0], drop):
         title = str(rec.get("title") or "").strip()
-        corpus.append(Record(doc_id, f"{title}. {text}" if title else text, lang))
-    queries = [Record(qid, text, lang) for _, qid, text in _id_text(query_rows, files[1], drop)]
+        text = f"{title}. {text}" if title else text
+        corpus.append(Record(doc_id, text, _lang(rec, langs[1], files[0], doc_id)))
+    queries = [
+        Record(qid, text, _lang(rec, langs[0], files[1], qid))
+        for rec, qid, text in _id_text(query_rows, files[1], drop)
+    ]
+    return corpus, queries
+
+
+def _judged(
+    corpus: list[Record],
+    queries: list[Record],
+    qrel_rows: list[tuple[int | str, dict]],
+    qrels_file: Path,
+    name: str,
+    drop: Dropper,
+) -> RetrievalData:
+    """The queries judged (relevance > 0) in one qrels table, with the whole corpus."""
+    qrels: dict[str, dict[str, int]] = {}
     doc_ids = {d.id for d in corpus}
     query_ids = {q.id for q in queries}
     seen_pairs: dict[tuple[str, str], tuple[int, int | str]] = {}
     for i, row in qrel_rows:
         try:
-            qid = field_text(row, "query-id", files[2], i)
-            did = field_text(row, "corpus-id", files[2], i)
+            qid = field_text(row, "query-id", qrels_file, i)
+            did = field_text(row, "corpus-id", qrels_file, i)
             if did not in doc_ids:
-                raise DataError(files[2], i, "corpus-id", f"unknown doc id {did!r}")
+                raise DataError(qrels_file, i, "corpus-id", f"unknown doc id {did!r}")
             if qid not in query_ids:
-                raise DataError(files[2], i, "query-id", f"unknown query id {qid!r}")
+                raise DataError(qrels_file, i, "query-id", f"unknown query id {qid!r}")
             raw = row.get("score")
             try:
                 score = 1 if raw is None or raw == "" else int(float(raw))
             except (ValueError, TypeError, OverflowError):
-                raise DataError(files[2], i, "score", f"not a number: {raw!r}") from None
+                raise DataError(qrels_file, i, "score", f"not a number: {raw!r}") from None
             old = seen_pairs.setdefault((qid, did), (score, i))
             if old[0] != score:
                 raise DataError(
-                    files[2], i, "score",
+                    qrels_file, i, "score",
                     f"({qid!r}, {did!r}) was judged {old[0]} at record {old[1]}, now {score}",
                 )  # fmt: skip
         except DataError as e:
@@ -74,14 +106,70 @@ def _build(
             continue
         if score > 0:
             qrels.setdefault(qid, {})[did] = score
-    queries = [q for q in queries if q.id in qrels]
-    return RetrievalData(queries, corpus, qrels, name=files[0].parent.name, dropped=drop.count)
+    judged = [q for q in queries if q.id in qrels]
+    return RetrievalData(judged, corpus, qrels, name=name, dropped=drop.count)
+
+
+def _build(
+    corpus_rows: list[tuple[int | str, dict]],
+    query_rows: list[tuple[int | str, dict]],
+    qrel_rows: list[tuple[int | str, dict]],
+    files: tuple[Path, Path, Path],
+    langs: tuple[str, str],
+    drop: Dropper,
+) -> RetrievalData:
+    corpus, queries = _texts(corpus_rows, query_rows, (files[0], files[1]), langs, drop)
+    return _judged(corpus, queries, qrel_rows, files[2], files[0].parent.name, drop)
+
+
+def beir_qrel_splits(folder: str | Path) -> list[str]:
+    """The qrels splits a BEIR folder ships (``qrels/train.tsv``, ``dev.tsv``, ``test.tsv``)."""
+    return [s for s in QREL_SPLITS if (Path(folder) / "qrels" / f"{s}.tsv").is_file()]
+
+
+def load_beir_splits(
+    folder: str | Path,
+    query_lang: str = "en",
+    corpus_lang: str = "en",
+    drop_malformed: bool = False,
+) -> dict[str, RetrievalData]:
+    """Every qrels split of a BEIR folder, as given ({split: data}; corpus and queries read
+    once); a folder without ``qrels/{train,dev,test}.tsv`` is an error naming them."""
+    folder = Path(folder)
+    splits = beir_qrel_splits(folder)
+    if not splits:
+        raise MissingFileError(
+            f"BEIR folder {folder} has no qrels: expected one or more of "
+            f"{[str(folder / 'qrels' / f'{s}.tsv') for s in QREL_SPLITS]}; check data.path"
+        )
+    files = (folder / "corpus.jsonl", folder / "queries.jsonl")
+    drop = Dropper(drop_malformed)
+    corpus, queries = _texts(
+        list(read_records(files[0], drop)),
+        list(read_records(files[1], drop)),
+        files,
+        (query_lang, corpus_lang),
+        drop,
+    )
+    out = {}
+    for split in splits:
+        qrels_file = folder / "qrels" / f"{split}.tsv"
+        rows = list(read_table(qrels_file, drop))
+        out[split] = _judged(corpus, queries, rows, qrels_file, folder.name, drop)
+    drop.report(f"BEIR {folder}")
+    return out
 
 
 def load_beir(
-    folder: str | Path, split: str = "test", lang: str = "en", drop_malformed: bool = False
+    folder: str | Path,
+    split: str = "test",
+    lang: str = "en",
+    drop_malformed: bool = False,
+    corpus_lang: str | None = None,
 ) -> RetrievalData:
-    """Read a BEIR folder; queries without a positive judgement in ``split`` are left out."""
+    """Read a BEIR folder; queries without a positive judgement in ``split`` are left out.
+    ``lang`` / ``corpus_lang`` (default: ``lang``): the language of queries / documents whose
+    record has no ``lang`` or ``language`` field."""
     folder = Path(folder)
     files = (folder / "corpus.jsonl", folder / "queries.jsonl", folder / "qrels" / f"{split}.tsv")
     drop = Dropper(drop_malformed)
@@ -90,7 +178,7 @@ def load_beir(
         list(read_records(files[1], drop)),
         list(read_table(files[2], drop)),
         files,
-        lang,
+        (lang, lang if corpus_lang is None else corpus_lang),
         drop,
     )
     drop.report(f"BEIR {folder}")
@@ -118,10 +206,23 @@ def _hf_table(path: Path, name: str, split: str) -> tuple[Path, list[tuple[int, 
     )
 
 
+def hf_qrel_splits(path: str | Path) -> list[str]:
+    """The qrels splits of a local ``datasets`` folder (``qrels/<split>.jsonl|json|parquet``);
+    one unsplit qrels table counts as ``test``."""
+    sub = Path(path) / "qrels"
+    found = [s for s in QREL_SPLITS if any((sub / f"{s}{x}").is_file() for x in _SUFFIXES)]
+    return found or ["test"]
+
+
 def load_hf_retrieval(
-    path: str | Path, lang: str = "en", drop_malformed: bool = False, split: str = "test"
+    path: str | Path,
+    lang: str = "en",
+    drop_malformed: bool = False,
+    split: str = "test",
+    corpus_lang: str | None = None,
 ) -> RetrievalData:
-    """Read a local ``datasets`` dataset (save_to_disk folders or json/parquet files)."""
+    """Read a local ``datasets`` dataset (save_to_disk folders or json/parquet files);
+    ``lang`` / ``corpus_lang`` (default: ``lang``) as in :func:`load_beir`."""
     path = Path(path)
     parts, paths = {}, []
     for name in ("corpus", "queries", "qrels"):
@@ -136,6 +237,7 @@ def load_hf_retrieval(
             row["_id"] = row["id"]
     files = (paths[0], paths[1], paths[2])
     drop = Dropper(drop_malformed)
-    data = _build(parts["corpus"], parts["queries"], parts["qrels"], files, lang, drop)
+    langs = (lang, lang if corpus_lang is None else corpus_lang)
+    data = _build(parts["corpus"], parts["queries"], parts["qrels"], files, langs, drop)
     drop.report(f"datasets {path}")
     return data

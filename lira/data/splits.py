@@ -23,6 +23,7 @@ by pair index into ``train_pairs`` / ``eval_pairs`` for the rank task.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 from dataclasses import dataclass, field
@@ -30,12 +31,13 @@ from pathlib import Path
 
 from lira.config import DataConfig
 from lira.data import demo_path
-from lira.data.beir import load_beir, load_hf_retrieval
+from lira.data.beir import hf_qrel_splits, load_beir_splits, load_hf_retrieval
 from lira.data.errors import DataError
 from lira.data.lazretrieval import load_lazretrieval, load_lazretrieval_split, split_folders
 from lira.data.sts import load_sts
 from lira.data.types import PairData, ParallelData, Record, RetrievalData
 from lira.data.xquad_r import XQuADR, load_xquad_r
+from lira.logs import warn_once
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +157,108 @@ def _check_train(where: str | Path, n: int, n_train: int, cfg: DataConfig) -> No
         )  # fmt: skip
 
 
-def _split_retrieval(data: RetrievalData, cfg: DataConfig) -> Splits:
+def _carve_dev(ids: list[str], cfg: DataConfig) -> tuple[list[str], list[str]]:
+    """(validation ids, training ids): ``data.dev_fraction`` of the training query ids, drawn
+    with ``split_seed`` (file order kept in both); ([], ids) when dev_fraction is 0."""
+    if not cfg.dev_fraction:
+        return [], list(ids)
+    order = sorted(dict.fromkeys(ids))
+    random.Random(cfg.split_seed).shuffle(order)
+    dev = set(order[: max(1, round(len(order) * cfg.dev_fraction))])
+    return [i for i in ids if i in dev], [i for i in ids if i not in dev]
+
+
+def _subset(data: RetrievalData, keep: set[str], cap: int, name: str) -> RetrievalData:
+    """The queries of ``data`` whose id is in ``keep``: the first ``cap`` of each language
+    (0 = all), in file order, with the whole corpus."""
+    count: dict[str, int] = {}
+    queries = []
+    for q in data.queries:
+        if q.id not in keep:
+            continue
+        count[q.lang] = count.get(q.lang, 0) + 1
+        if not cap or count[q.lang] <= cap:
+            queries.append(q)
+    qrels = {q.id: data.qrels[q.id] for q in queries}
+    return RetrievalData(queries, data.corpus, qrels, name=name, dropped=data.dropped)
+
+
+def _retrieval_splits(
+    train: RetrievalData,
+    held: RetrievalData,
+    dev: RetrievalData | None,
+    cfg: DataConfig,
+    note: str,
+    name: str,
+) -> Splits:
+    """Splits from given train / held-out (/ validation) judgements: the validation split is
+    ``dev`` when given, else ``data.dev_fraction`` of the training ids; caps per language.
+    Non-English queries and documents are the sources to translate, English ones never."""
+    for what, part in (("training", train), ("held-out", held)):
+        if not part.corpus or not part.queries:
+            raise DataError(
+                cfg.path, None, "<data>",
+                f"the {what} split has {len(part.queries)} judged queries and "
+                f"{len(part.corpus)} documents ({part.dropped} malformed record(s) dropped)",
+                "check the files and data.format",
+            )  # fmt: skip
+    parts = {"train": train, "test": held, **({"dev": dev} if dev is not None else {})}
+    for (n1, p1), (n2, p2) in itertools.combinations(parts.items(), 2):
+        both = sorted({q.id for q in p1.queries} & {q.id for q in p2.queries})
+        if both:
+            raise DataError(
+                cfg.path, None, "query-id",
+                f"{len(both)} query id(s) are judged in both {n1} and {n2} (e.g. {both[:3]})",
+                "judge each query in one split only",
+            )  # fmt: skip
+    train_ids = [q.id for q in train.queries]
+    if dev is None:
+        dev_ids, train_ids = _carve_dev(train_ids, cfg)
+        if dev_ids:
+            dev = train
+            note += (f"; validation: {len(set(dev_ids))} of the training query ids "
+                     f"(dev_fraction={cfg.dev_fraction})")  # fmt: skip
+    else:
+        dev_ids = [q.id for q in dev.queries]
+        note += f"; validation: {len(set(dev_ids))} queries as given"
+    _check_train(cfg.path, len(set(train_ids)) + len(set(dev_ids)), len(train_ids), cfg)
+    train = _subset(train, set(train_ids), cfg.max_train_queries, f"{name} train")
+    held = _subset(held, {q.id for q in held.queries}, cfg.max_eval_queries, f"{name} eval")
+    if dev is not None:
+        dev = _subset(dev, set(dev_ids), cfg.max_dev_queries, f"{name} dev")
+    seen: set[tuple[str, str]] = set()
+
+    def docs(part: RetrievalData | None) -> list[Record]:
+        """The part's non-English documents not listed before (each text translated once)."""
+        out = []
+        for d in part.corpus if part is not None else []:
+            if d.lang != "en" and (d.text, d.lang) not in seen:
+                seen.add((d.text, d.lang))
+                out.append(d)
+        return out
+
+    def foreign(part: RetrievalData | None) -> list[Record]:
+        return [q for q in (part.queries if part is not None else []) if q.lang != "en"]
+
+    return Splits(
+        train_sources=foreign(train) + docs(train),
+        dev_sources=foreign(dev) + docs(dev),
+        eval_sources=foreign(held) + docs(held),
+        train=train,
+        eval=held,
+        dev=dev,
+        train_ids=[q.id for q in train.queries],
+        eval_ids=[q.id for q in held.queries],
+        dev_ids=[q.id for q in dev.queries] if dev is not None else [],
+        split_note=note,
+    )
+
+
+def _split_retrieval(
+    data: RetrievalData, cfg: DataConfig, dev: RetrievalData | None = None, source: str = ""
+) -> Splits:
+    """A random split by query id (``eval_fraction``, ``split_seed``) of data that ships no
+    train/test split; said once per run as a warning."""
     if not data.corpus or not data.queries:
         what = "no document" if not data.corpus else "no query with a positive judgement"
         raise DataError(
@@ -169,37 +272,41 @@ def _split_retrieval(data: RetrievalData, cfg: DataConfig) -> Splits:
     n_eval = max(1, round(len(ids) * cfg.eval_fraction))
     eval_ids, train_ids = set(ids[:n_eval]), set(ids[n_eval:])
     _check_train(cfg.path, len(ids), len(train_ids), cfg)
-
-    def part(keep: set[str], cap: int, name: str) -> RetrievalData:
-        queries = [q for q in data.queries if q.id in keep]
-        queries = queries[:cap] if cap else queries
-        qrels = {q.id: data.qrels[q.id] for q in queries}
-        return RetrievalData(queries, data.corpus, qrels, name=name, dropped=data.dropped)
-
-    train = part(train_ids, cfg.max_train_queries, f"{data.name} train")
-    held = part(eval_ids, cfg.max_eval_queries, f"{data.name} eval")
-    docs = [d for d in data.corpus if d.lang != "en"]
+    name = data.name
     note = (
-        f"{data.name or cfg.path} ships no train/test split: query ids re-split at random "
+        f"{name or cfg.path} ships no train/test split{source}: query ids re-split at random "
         f"(eval_fraction={cfg.eval_fraction}, split_seed={cfg.split_seed})"
     )
-    log.warning("%s", note)
-    return Splits(
-        train_sources=[q for q in train.queries if q.lang != "en"] + docs,
-        eval_sources=[q for q in held.queries if q.lang != "en"],
-        train=train,
-        eval=held,
-        train_ids=[q.id for q in train.queries],
-        eval_ids=[q.id for q in held.queries],
-        split_note=note,
-    )
+    warn_once(log, "%s", note)
+    train = _subset(data, train_ids, 0, f"{name} train")
+    held = _subset(data, eval_ids, 0, f"{name} eval")
+    return _retrieval_splits(train, held, dev, cfg, note, name)
+
+
+def _given_retrieval(parts: dict[str, RetrievalData], cfg: DataConfig, where: str) -> Splits:
+    """Splits of a folder's qrels as given (``train`` / ``dev`` / ``test``): train and test
+    kept exactly when both are there, else the one there is split at random."""
+    dev = parts.get("dev")
+    if "train" in parts and "test" in parts:
+        train, test = parts["train"], parts["test"]
+        note = (f"{where}: qrels as given: {len(train.queries)} train / {len(test.queries)} "
+                "test queries")  # fmt: skip
+        log.info("%s", note)
+        return _retrieval_splits(train, test, dev, cfg, note, train.name)
+    if "train" not in parts and "test" not in parts:
+        raise DataError(
+            where, None, "<data>", "only dev judgements: nothing to train or test on",
+            "add qrels/train.tsv or qrels/test.tsv",
+        )  # fmt: skip
+    only = "train" if "train" in parts else "test"
+    return _split_retrieval(parts[only], cfg, dev, f" (only {only} judgements)")
 
 
 def _released_retrieval(
     train: RetrievalData, test: RetrievalData, cfg: DataConfig, note: str
 ) -> Splits:
     """Splits that keep a released train/test split exactly (a cap keeps the first queries of
-    each language)."""
+    each language); the validation split is carved from the training ids."""
     for what, data in (("train", train), ("test", test)):
         if not data.corpus or not data.queries:
             raise DataError(
@@ -215,33 +322,8 @@ def _released_retrieval(
             f"{len(both)} query id(s) are in both train and test (e.g. {both[:3]})",
             "use the released split files unchanged",
         )  # fmt: skip
-
-    def cap(data: RetrievalData, n: int, name: str) -> RetrievalData:
-        """The first ``n`` queries of each language (0 = all), in file order."""
-        count: dict[str, int] = {}
-        queries = []
-        for q in data.queries:
-            count[q.lang] = count.get(q.lang, 0) + 1
-            if not n or count[q.lang] <= n:
-                queries.append(q)
-        qrels = {q.id: data.qrels[q.id] for q in queries}
-        return RetrievalData(queries, data.corpus, qrels, name=name, dropped=data.dropped)
-
-    train = cap(train, cfg.max_train_queries, "lazretrieval train")
-    held = cap(test, cfg.max_eval_queries, "lazretrieval test")
-    train_docs = [d for d in train.corpus if d.lang != "en"]
-    seen = {(d.text, d.lang) for d in train_docs}
-    test_docs = [d for d in held.corpus if d.lang != "en" and (d.text, d.lang) not in seen]
     log.info("%s", note)
-    return Splits(
-        train_sources=[q for q in train.queries if q.lang != "en"] + train_docs,
-        eval_sources=[q for q in held.queries if q.lang != "en"] + test_docs,
-        train=train,
-        eval=held,
-        train_ids=[q.id for q in train.queries],
-        eval_ids=[q.id for q in held.queries],
-        split_note=note,
-    )
+    return _retrieval_splits(train, test, None, cfg, note, "lazretrieval")
 
 
 def _lazretrieval_splits(cfg: DataConfig) -> Splits:
@@ -295,25 +377,29 @@ def _pair_sources(pairs: PairData, tag: str) -> list[Record]:
 def load_splits(cfg: DataConfig) -> Splits:
     """Load the configured dataset and split it (deterministic for a given config)."""
     lang = cfg.train_languages[0]
+    query_lang, corpus_lang = cfg.query_language or lang, cfg.corpus_language or lang
     if cfg.format == "xquad_r":
         splits = _xquad_splits(cfg)
     elif cfg.format == "lazretrieval":
         splits = _lazretrieval_splits(cfg)
     elif cfg.format == "beir":
-        data = load_beir(cfg.path, lang=lang, drop_malformed=cfg.drop_malformed)
-        splits = _split_retrieval(data, cfg)
+        parts = load_beir_splits(cfg.path, query_lang, corpus_lang, cfg.drop_malformed)
+        splits = _given_retrieval(parts, cfg, f"BEIR {cfg.path}")
     elif cfg.format == "hf":
-        data = load_hf_retrieval(cfg.path, lang=lang, drop_malformed=cfg.drop_malformed)
-        splits = _split_retrieval(data, cfg)
+        parts = {
+            split: load_hf_retrieval(cfg.path, query_lang, cfg.drop_malformed, split, corpus_lang)
+            for split in hf_qrel_splits(cfg.path)
+        }
+        splits = _given_retrieval(parts, cfg, f"datasets {cfg.path}")
     else:  # sts
         splits = Splits()
-    if cfg.dev_fraction and cfg.format != "xquad_r":
-        raise DataError(
-            cfg.path, None, "<data>",
-            f"data.dev_fraction={cfg.dev_fraction} is implemented for format xquad_r only "
-            f"(got {cfg.format})",
-            "set data.dev_fraction: 0 (LaSR then selects nothing on a validation split)",
-        )  # fmt: skip
+        if cfg.dev_fraction:
+            raise DataError(
+                cfg.path, None, "<data>",
+                f"data.dev_fraction={cfg.dev_fraction}: an STS file trains the rank task, which "
+                "selects nothing on a validation split",
+                "set data.dev_fraction: 0",
+            )  # fmt: skip
     sts = cfg.path if cfg.format == "sts" else cfg.sts_path
     if sts:
         pairs = load_sts(sts, lang=lang, drop_malformed=cfg.drop_malformed)

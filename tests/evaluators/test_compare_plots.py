@@ -73,3 +73,20 @@ def test_selection_plot_after_a_real_arca_run(models_config, tmp_path):
     trainer.train()
     arca_diagnostics(tmp_path, tmp_path / "dg")
     assert (tmp_path / "dg" / "arca_selection.png").is_file()
+
+
+def test_training_curves_from_arca_and_lasr_logs(tmp_path):
+    from evaluators.diagnostics import plot_training_curves
+
+    (tmp_path / "arca").mkdir()
+    (tmp_path / "lasr").mkdir()
+    arca = [{"step": s, "loss": 1 / s, "reward": s / 10, "selection": {"m": 1.0}} for s in (1, 2)]
+    lasr = [{"step": s, "loss": 2 / s, "loss_rank": 1 / s, "lr": 1e-4} for s in (1, 2, 3)]
+    (tmp_path / "arca" / "log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in arca))
+    (tmp_path / "lasr" / "log.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in lasr) + '{"step": 4, "lo'  # a torn last line
+    )
+    logs = {"Arca": tmp_path / "arca" / "log.jsonl", "LaSR": tmp_path / "lasr" / "log.jsonl"}
+    png = plot_training_curves(logs, tmp_path / "curves.png")
+    assert png is not None and png.stat().st_size > 5000
+    assert plot_training_curves({"LaSR": tmp_path / "none.jsonl"}, tmp_path / "x.png") is None
