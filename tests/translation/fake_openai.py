@@ -51,15 +51,10 @@ class FakeServer:
                     server.in_flight += 1
                     top = server.max_in_flight.get(model, 0)
                     server.max_in_flight[model] = max(top, busy[model])
-                try:
-                    self._answer(model, prompt)
-                finally:
-                    with server.lock:
-                        busy[model] -= 1
-                        server.in_flight -= 1
-
-            def _answer(self, model: str, prompt: str) -> None:
                 time.sleep(server.delay_s)
+                with server.lock:  # answered: the client may send its next request now
+                    busy[model] -= 1
+                    server.in_flight -= 1
                 if model == "critic-fake" and server.fail_critic:
                     self.send_response(500)
                     self.end_headers()
