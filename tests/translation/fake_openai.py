@@ -33,6 +33,8 @@ class FakeServer:
         """Requests being answered now."""
         self.max_in_flight: dict[str, int] = {}
         """The most requests in flight at once, per model."""
+        self.max_total = 0
+        """The most requests in flight at once, all models."""
         self.lock = threading.Lock()
         busy: dict[str, int] = {}
         server = self
@@ -49,6 +51,7 @@ class FakeServer:
                     server.requests.append((model, prompt, self.headers.get("Authorization")))
                     busy[model] = busy.get(model, 0) + 1
                     server.in_flight += 1
+                    server.max_total = max(server.max_total, server.in_flight)
                     top = server.max_in_flight.get(model, 0)
                     server.max_in_flight[model] = max(top, busy[model])
                 time.sleep(server.delay_s)
