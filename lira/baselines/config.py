@@ -30,7 +30,7 @@ class RecipeConfig:
     lr: float = 2e-5
     """AdamW learning rate."""
     batch_size: int = 32
-    """Batch size."""
+    """Global batch size (split evenly over the processes of a multi-GPU launch)."""
     epochs: float = 1.0
     """Epochs over the method's training rows."""
     scheduler: Literal["constant", "linear", "cosine"] = "linear"
@@ -115,7 +115,7 @@ class BaselinesConfig:
     steps: int = 0
     """Shared step budget for every method; 0 = each paper's ``<method>.epochs`` over its rows."""
     batch_size: int = 0
-    """Shared batch size for every method; 0 = each paper's ``<method>.batch_size``."""
+    """Shared (global) batch size for every method; 0 = each paper's ``<method>.batch_size``."""
     lr: float = 0.0
     """Shared AdamW learning rate for every method; 0 = each paper's ``<method>.lr``."""
     lora: bool = False

@@ -198,16 +198,20 @@ class Recipe:
     """The fields the shared budget set (the others are the paper's)."""
 
 
-def recipe(cfg: BaselinesConfig, method: str | BaselineMethod, n_rows: int) -> Recipe:
+def recipe(
+    cfg: BaselinesConfig, method: str | BaselineMethod, n_rows: int, world: int = 1
+) -> Recipe:
     """The paper's recipe of ``method`` for ``n_rows`` training rows, shared budget applied:
-    ``baselines.<recipe>.*`` of the method's recipe section, or its own defaults without one."""
+    ``baselines.<recipe>.*`` of the method's recipe section, or its own defaults without one.
+    The batch size is the global batch (split over ``world`` processes); capped at the rows,
+    rounded down to a multiple of ``world``."""
     spec = get_method(method, parts=True) if isinstance(method, str) else method
     key = spec.recipe_section()
     fields = ("lr", "batch_size", "epochs", "scheduler", "warmup", "weight_decay", "beta2", "tau")
     own = cfg.recipes[key] if key else None
     paper = {f: getattr(own, f) if own else spec.defaults[f] for f in fields}
     shared = tuple(f for f in ("steps", "batch_size", "lr") if getattr(cfg, f))
-    batch = min(cfg.batch_size or paper["batch_size"], n_rows)
+    batch = min(cfg.batch_size or paper["batch_size"], n_rows - n_rows % world)
     steps = cfg.steps or math.ceil(paper["epochs"] * n_rows / batch)
     return Recipe(cfg.lr or paper["lr"], batch, steps, paper["scheduler"], paper["warmup"],
                   paper["weight_decay"], paper["beta2"], paper["tau"], shared)  # fmt: skip

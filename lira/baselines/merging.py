@@ -311,9 +311,12 @@ class MergingMethod(BaselineMethod):
         trainer, fixed = first
         after = trainer.measure(fixed)
         partner_name = "en-en-en" if rc.partner == "mono" else "base"
-        save_baseline(merged, out, cfg.models, {
-            "method": "merging", "weights": rc.weights, "parts": [todo[0][0], partner_name],
-        }, fingerprint)  # fmt: skip
+        acc = trainer.accelerator
+        if acc.is_main_process:  # one writer
+            save_baseline(merged, out, cfg.models, {
+                "method": "merging", "weights": rc.weights, "parts": [todo[0][0], partner_name],
+            }, fingerprint)  # fmt: skip
+        acc.wait_for_everyone()
         first_part = parts[todo[0][0]]
         return {
             "loss_before": first_part["loss_before"],

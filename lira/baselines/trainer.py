@@ -64,7 +64,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, PartialState
+from accelerate.utils import set_seed
 from torch import Tensor, nn
 
 from lira.baselines.clear import ClearConfig
@@ -81,17 +82,19 @@ from lira.baselines.data import (
 from lira.baselines.export import META_FILE, save_baseline
 from lira.baselines.method import BaselineMethod
 from lira.baselines.registry import get_method, method_names
-from lira.config import ModelsConfig
+from lira.config import ConfigError, ModelsConfig
 from lira.data.types import Record
 from lira.data.xquad_r import XQuADR
-from lira.models import load_backbone
+from lira.models import load_backbone, torch_dtype
 from lira.models.devices import resolve_device
 from lira.training import (
+    CheckpointError,
     Trainer,
     TrainerState,
     adamw_kwargs,
     check_fingerprint,
     config_fingerprint,
+    distributed_cpu,
     finish_trackers,
     log_metrics,
     make_accelerator,
@@ -105,6 +108,10 @@ log = logging.getLogger(__name__)
 
 Batch = dict[str, object]
 """One training batch: ``rows`` (example indices) and what the method adds."""
+
+MIXED_PRECISION = {"bfloat16": "bf16", "float16": "fp16"}
+"""accelerate's autocast for ``models.dtype``: the trainable weights stay fp32 (master
+weights, updated by AdamW in fp32) and the forward runs in the configured dtype."""
 
 BASELINE_UNSHAPING = ("baselines.report_to", "baselines.save_every")
 """``baselines`` fields left out of the run fingerprint: where the terms are logged and how often
@@ -178,14 +185,25 @@ class ContrastiveTrainer(Trainer):
         ids = dict.fromkeys([r.id for r in corpus] + [e.pos_id for e in examples])
         self.doc_index = {d: i for i, d in enumerate(ids)}
         self.corpus_key = [self.doc_index[r.id] for r in corpus]
-        self.recipe = recipe(cfg, spec, self.n_rows())
-        r = self.recipe
-        log.info("%s recipe: %s", method, json.dumps(asdict(r)))
         # the tracker logs go next to the final folder: finalize replaces that folder whole
         accelerator = accelerator or make_accelerator(
             "baselines", cfg.report_to, self.output_dir.parent,
+            mixed_precision=MIXED_PRECISION.get(models_cfg.dtype, "no"),
             run_name=f"baselines-{self.output_dir.name}",
         )  # fmt: skip
+        world = accelerator.num_processes
+        self.recipe = recipe(cfg, spec, self.n_rows(), world)
+        r = self.recipe
+        if r.batch_size % world:
+            key = (
+                "baselines.batch_size"
+                if cfg.batch_size
+                else f"baselines.{spec.recipe_section()}.batch_size"
+            )
+            raise ConfigError(key, f"the global batch of {r.batch_size} does not split over "
+                              f"{world} processes; set a multiple of {world}")  # fmt: skip
+        log.info("%s recipe: %s (global batch; %d per process)", method, json.dumps(asdict(r)),
+                 r.batch_size // world)  # fmt: skip
         checkpoints = self.output_dir.with_name(self.output_dir.name + "-checkpoints")
         what = f"baseline {method}"  # fingerprinted flat (baselines.clear_tau), as before the split
         fingerprint = fingerprint or run_fingerprint(
@@ -197,7 +215,12 @@ class ContrastiveTrainer(Trainer):
         self.backbone = model
         if cfg.lora:
             self._apply_lora()
+        for name, p in model.named_parameters():
+            if ".pooler." in name:  # HF's pooler head: LiRA pools last_hidden_state itself
+                p.requires_grad_(False)  # untrained either way; under DDP a never-used weight
         params = [p for p in model.parameters() if p.requires_grad]
+        for p in params:  # fp32 master weights: a bf16 AdamW update loses steps below 2^-8·|w|
+            p.data = p.data.float()
         opt = torch.optim.AdamW(params, lr=r.lr, betas=(0.9, r.beta2), weight_decay=r.weight_decay,
                                 **adamw_kwargs(self.accelerator.device))  # fmt: skip
         self.model, self.opt = self.accelerator.prepare(model, opt)
@@ -207,6 +230,9 @@ class ContrastiveTrainer(Trainer):
         self.objective = spec.setup(self)
         """The method's loss module(s) (:meth:`BaselineMethod.setup`)."""
         self.rng = random.Random(cfg.seed)
+        """Draws the global batches: the same on every process (each keeps its own slice)."""
+        if self.world > 1:  # dropout differs across processes (one process keeps its stream)
+            set_seed(cfg.seed + self.accelerator.process_index)
 
     def _apply_lora(self) -> None:
         from peft import LoraConfig, get_peft_model
@@ -226,13 +252,28 @@ class ContrastiveTrainer(Trainer):
         """Rows the batches are drawn from."""
         return self.spec.n_rows(self)
 
-    def draw(self, rng: random.Random) -> Batch:
-        """One batch: row indices (distinct) plus what the method adds (LANCER: a
-        multilingual batch)."""
+    def draw(self, rng: random.Random, shard: bool = True) -> Batch:
+        """This process's batch: row indices (distinct) plus what the method adds (LANCER: a
+        multilingual batch).
+
+        The recipe's batch size is the global batch: every process draws the same
+        ``batch_size`` rows from ``rng`` and (``shard``, under N processes) keeps its own
+        slice of ``batch_size / N`` rows, so no two processes train on the same example in a
+        step; the method's extras are then drawn for each process in turn from the same
+        ``rng``, which thus stays the same on every process. ``shard=False``: the whole
+        global batch (the fixed measuring batches)."""
+        world = self.world if shard else 1
+        me = self.accelerator.process_index if shard else 0
         picks = rng.sample(range(self.n_rows()), self.recipe.batch_size)
-        batch: Batch = {"rows": [self.rows[i] for i in picks] if self.rows else picks}
-        self.spec.draw(self, batch, rng)
-        return batch
+        per = len(picks) // world
+        own: Batch = {}
+        for rank in range(world):
+            part = picks[rank * per : (rank + 1) * per]
+            batch: Batch = {"rows": [self.rows[i] for i in part] if self.rows else part}
+            self.spec.draw(self, batch, rng)
+            if rank == me:
+                own = batch
+        return own
 
     def encode(self, texts: list[str], kind: str) -> Tensor:
         """Embeddings of ``texts`` by the model being trained (with gradient): [N, d]."""
@@ -284,6 +325,7 @@ class ContrastiveTrainer(Trainer):
         bb = self.accelerator.unwrap_model(self.model)
         if self.cfg.lora and hasattr(bb.model, "merge_and_unload"):
             bb.model = bb.model.merge_and_unload()
+        bb.model.to(torch_dtype(self.models_cfg.dtype))  # fp32 master weights -> models.dtype
         self.backbone = bb.eval()
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
@@ -299,14 +341,16 @@ class ContrastiveTrainer(Trainer):
         return {n: p for n, p in bb.named_parameters() if p.requires_grad}
 
     def checkpoint_state(self) -> TrainerState:
-        """Trainable weights, optimizer, schedule, batch and torch RNG states, history."""
+        """Trainable weights, optimizer, schedule, the batch RNG (the same on every process),
+        every process's torch / numpy / Python RNG state (dropout), history."""
         return {
             "step": self.step,
             "params": {n: p.detach() for n, p in self._trainable().items()},
             "optimizer": self.opt.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "batch_rng": self.rng.getstate(),
-            "rng": rng_state(),
+            "world": self.world,
+            "rngs": self.gather(rng_state()),
             "history": self.history,
             "nonfinite_steps": self.nonfinite_steps,
         }
@@ -316,22 +360,31 @@ class ContrastiveTrainer(Trainer):
         params = self._trainable()
         if set(state["params"]) != set(params):
             raise ValueError("its trainable parameters differ from this model's")
+        rngs = state["rngs"] if "rngs" in state else [state["rng"]]  # before: one process's
+        world = int(state.get("world", 1))
+        if world != self.world:  # each process's slice of a batch depends on the count
+            raise CheckpointError(
+                f"{folder} was written by {world} process(es), this run has {self.world}; "
+                f"resume with {world} (accelerate launch --num_processes {world}) or run "
+                "without --resume to start over"
+            )
         with torch.no_grad():
             for n, p in params.items():
                 p.copy_(state["params"][n])
         self.opt.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
         self.rng.setstate(state["batch_rng"])
-        set_rng_state(state["rng"])
+        set_rng_state(rngs[self.accelerator.process_index])
         self.step, self.history = int(state["step"]), [float(v) for v in state["history"]]
         self.nonfinite_steps = int(state["nonfinite_steps"])
 
 
 # ----------------------------------------------------------------------------------- engine
 def fixed_batches(trainer: ContrastiveTrainer, seed: int, n: int = 2) -> list[Batch]:
-    """The ``n`` batches a method's loss is measured on before and after training."""
+    """The ``n`` (global) batches a method's loss is measured on before and after training
+    (the same on every process)."""
     rng = random.Random(seed + 10_007)
-    return [trainer.draw(rng) for _ in range(n)]
+    return [trainer.draw(rng, shard=False) for _ in range(n)]
 
 
 def train_stats(
@@ -427,21 +480,42 @@ def run_baselines(cfg: BaselinesRun, args: Namespace | None = None) -> dict[str,
     parallel, retrieval, dataset = training_splits(cfg)
     examples = build_examples(parallel, retrieval, dataset)
     corpus = list(retrieval.corpus)
-    bc = cfg.baselines
     wanted = {kind for m in todo for kind in get_method(m).negatives}
-    if not bc.recipe_of("clear", ClearConfig).negatives:
-        wanted.discard("clear")  # CLEAR's K = 0: nothing to mine
-    if wanted:
-        # the initial model (CLEAR §4.1), on CUDA when available like the trained one
-        miner = load_backbone(cfg.models, device=resolve_device()).eval()
-        for kind, (mine, _, _) in NEGATIVES.items():
-            if kind in wanted:
-                mine(miner, examples, corpus, bc)
-        del miner
+    mine_negatives(cfg, examples, corpus, wanted)
+    main = PartialState(cpu=distributed_cpu()).is_main_process
     for method in todo:
         resume = bool(getattr(args, "resume", False))
         summary[method] = train_method(cfg, method, examples, corpus, dataset, root / method,
                                        resume=resume)  # fmt: skip
         summary["_data"] = {"examples": len(examples), "corpus": len(corpus)}
-        write_json(summary_path, summary)
+        if main:  # one writer
+            write_json(summary_path, summary)
     return summary
+
+
+def mine_negatives(
+    cfg: BaselinesRun, examples: list[TrainExample], corpus: list[Record], kinds: set[str]
+) -> None:
+    """Fill the hard negatives of ``kinds`` (:data:`NEGATIVES`) into ``examples`` with the
+    initial model (CLEAR §4.1), on CUDA when available like the trained one. Under several
+    processes the main process mines once and the others receive its negatives."""
+    from accelerate.utils import broadcast_object_list
+
+    bc = cfg.baselines
+    kinds = set(kinds)
+    if not bc.recipe_of("clear", ClearConfig).negatives:
+        kinds.discard("clear")  # CLEAR's K = 0: nothing to mine
+    if not kinds:
+        return
+    state = PartialState(cpu=distributed_cpu())
+    if state.is_main_process:
+        miner = load_backbone(cfg.models, device=resolve_device()).eval()
+        for kind, (mine, _, _) in NEGATIVES.items():
+            if kind in kinds:
+                mine(miner, examples, corpus, bc)
+        del miner
+    if state.num_processes > 1:
+        mined = [[(e.p_hn, e.q_hn, e.gist_hn) for e in examples]]
+        broadcast_object_list(mined)  # from the main process
+        for e, (p_hn, q_hn, gist_hn) in zip(examples, mined[0]):
+            e.p_hn, e.q_hn, e.gist_hn = list(p_hn), list(q_hn), list(gist_hn)

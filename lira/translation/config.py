@@ -80,7 +80,8 @@ class TranslatorConfig:
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """vLLM: extra vllm.LLM(...) arguments over the LIRA_VLLM_* defaults; not in the store key."""
     max_concurrency: int = 8
-    """Concurrent requests (kind=openai)."""
+    """Requests in flight (kind=openai, one text each, refilled as each one ends); kind=vllm:
+    the engine's max_num_seqs when above LIRA_VLLM_MAX_NUM_SEQS (default 64)."""
     timeout_s: float = 60.0
     """Per-request timeout in seconds (kind=openai)."""
     max_retries: int = 3

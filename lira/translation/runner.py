@@ -5,9 +5,13 @@
    source longer than ``source_max_chars`` is truncated (warning + ``truncated`` flag), an
    unknown language code raises naming the code and the known codes;
 2. for each active translator (``TranslationConfig.active_translators()``), asks the store
-   what is missing, leases it in chunks of ``max(commit_every, batch_size)`` texts, generates
-   and writes each chunk transactionally (a translator that fails to load or raises is
-   recorded as failed for its texts; the others go on);
+   what is missing, leases it in chunks of ``max(commit_every, batch_size)`` texts (kind=vllm:
+   at least the engine's ``max_num_seqs``), generates and writes each chunk transactionally
+   (a translator that fails to load or raises is recorded as failed for its texts; the others
+   go on). A kind=openai translator keeps ``max_concurrency`` requests of one text in flight,
+   a finished one replaced at once by the next (several chunks are leased at a time, each
+   written when its last text is back); the servers of a pool are asked all at the same time
+   (one thread each), the local engines one after another meanwhile;
 3. cleans every LLM candidate (:mod:`lira.translation.cleanup`) and stores raw + cleaned +
    removed text;
 4. scores every ok row not yet scored by the configured critic, and every row whose scoring
@@ -43,6 +47,7 @@ import logging
 import time
 from argparse import Namespace
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +71,13 @@ from lira.translation.shards import (
     shard_store_path,
 )
 from lira.translation.store import Row, TranslationStore, key_for
-from lira.translation.translators import Translation, TranslatorBackend, build_translator
+from lira.translation.translators import (
+    Translation,
+    TranslatorBackend,
+    build_translator,
+    in_flight,
+    vllm_max_num_seqs,
+)
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +169,7 @@ def _leased(
     size: int,
     namespace: str,
     elsewhere: Callable[[int], None],
+    hold: bool = False,
 ) -> Iterator[list[int]]:
     """Yield chunks (indices into ``keys``) this process leased and nobody changed meanwhile.
 
@@ -165,6 +177,10 @@ def _leased(
     state changed was done by another process and is skipped (``elsewhere`` counts it). Keys
     leased by another live process are waited for (polled every ``LEASE_POLL_S``) until they
     are written or their lease goes stale, so the store is complete when this returns.
+    A chunk's lease ends when the next one is asked for, or (``hold``) is the caller's to end
+    (``store.release``) once its rows are written, so several chunks can be in work at once;
+    then an empty chunk asks the caller to finish what it holds before this process waits for
+    another's leases (two processes waiting on each other's held chunks would never end).
     """
     pending = list(range(len(keys)))
     while pending:
@@ -176,17 +192,21 @@ def _leased(
             waiting += [j for j in part if keys[j] not in got]
             if not mine:
                 continue
+            kept: list[int] = []
             try:
                 now = store.states([keys[j] for j in mine], columns)
                 fresh = [j for j in mine if now.get(keys[j]) == before.get(keys[j])]
                 if len(fresh) < len(mine):
                     elsewhere(len(mine) - len(fresh))
                 if fresh:
+                    kept = fresh if hold else []
                     yield fresh
             finally:
-                store.release([keys[j] for j in mine], namespace)
+                store.release([keys[j] for j in mine if j not in kept], namespace)
         if not waiting:
             return
+        if hold:  # the caller writes (and releases) what it holds before this process waits
+            yield []
         now = store.states([keys[j] for j in waiting], columns)
         pending = [j for j in waiting if now.get(keys[j]) == before.get(keys[j])]
         if len(pending) < len(waiting):
@@ -198,6 +218,46 @@ def _leased(
                 len(pending), namespace, store.path,
             )  # fmt: skip
             time.sleep(LEASE_POLL_S)
+
+
+@dataclasses.dataclass
+class _Work:
+    """One leased chunk of a translator's texts in generation (:func:`_translate_one`)."""
+
+    lang: str
+    part: list[str]
+    """The chunk's source texts."""
+    keys: list[str]
+    """Their store keys (leased until the chunk's rows are written)."""
+    rows: list[Row] = dataclasses.field(default_factory=list)
+    """Rows known without generating (empty sources)."""
+    gen: list[tuple[int, str]] = dataclasses.field(default_factory=list)
+    """(index in ``part``, text fed to the model) of the texts generated."""
+    calls: list[Future] = dataclasses.field(default_factory=list)
+    """The backend calls generating ``gen``, in order."""
+
+
+def _generate(
+    backend: TranslatorBackend | None, name: str, texts: list[str], lang: str
+) -> list[Translation | str | None]:
+    """The backend's outputs for ``texts``: None each without a backend, the error string each
+    when the call raised (recorded as failures, never raised)."""
+    if backend is None:
+        return [None] * len(texts)
+    try:
+        return list(backend.translate(texts, lang))
+    except Exception as e:
+        log.error("%s failed on a chunk: %s", name, e)
+        return [f"{type(e).__name__}: {e}"] * len(texts)
+
+
+def _call(pool: ThreadPoolExecutor | None, fn: Callable[..., Any], *args: Any) -> Future:
+    """``fn(*args)`` in ``pool``, or run now (no pool) as a finished future."""
+    if pool is not None:
+        return pool.submit(fn, *args)
+    f: Future = Future()
+    f.set_result(fn(*args))
+    return f
 
 
 _GEN_STATE = "status, created"
@@ -239,53 +299,81 @@ def _translate_one(
         stats["by_others"] += n
         progress.update(n)
 
-    chunk = max(tc.commit_every, tcfg.batch_size)
-    for lang, texts in todo.items():
-        text_keys = [keys[lang][t] for t in texts]
-        for idx in _leased(store, text_keys, _GEN_STATE, before[lang], chunk, "gen", elsewhere):
-            part = [texts[j] for j in idx]
-            if not loaded:  # only a process that got work loads the model
-                loaded = True
-                try:
-                    backend = build_translator(tcfg, cache_dir)
-                except Exception as e:
-                    load_error = f"translator failed to load: {type(e).__name__}: {e}"
-                    log.error("%s: %s", tcfg.name, load_error)
-            rows: list[Row] = []
-            gen: list[tuple[int, str]] = []  # (index in part, text fed to the model)
-            for j, text in enumerate(part):
-                if not text.strip():
-                    rows.append(Row(text, lang, tcfg, status="failed", error=EMPTY_SOURCE))
+    # rows per lease and store commit; vLLM: enough texts to fill the engine's sequences
+    chunk = max(tc.commit_every, tcfg.batch_size, vllm_max_num_seqs(tcfg))
+    workers = in_flight(tcfg)
+    per_call = 1 if workers > 1 else chunk  # many requests of one text, or one batched call
+    work: list[_Work] = []  # leased chunks in generation, in lease order
+
+    def commit(w: _Work) -> None:
+        outs = [tr for f in w.calls for tr in f.result()]
+        rows = w.rows + [
+            _row(w.part[j], fed, tr, w.lang, tcfg, load_error) for (j, fed), tr in zip(w.gen, outs)
+        ]
+        store.write_rows(rows)
+        store.release(w.keys, "gen")
+        errors = [r.error for r in rows if r.status == "failed" and r.error]
+        if errors:
+            stats["last_error"] = " ".join(str(errors[-1]).split())[:200]
+        stats["failed"] += sum(r.status == "failed" for r in rows)
+        stats["retryable"] += sum(r.status == "failed" and r.retry for r in rows)
+        stats["generated"] += sum(r.status == "ok" for r in rows)
+        stats["truncated"] += sum(r.truncated for r in rows)
+        progress.update(len(w.part))
+
+    def settle(limit: int) -> None:
+        """Commit every finished chunk; block until fewer than ``limit`` calls are running."""
+        while True:
+            for w in [w for w in work if all(f.done() for f in w.calls)]:
+                work.remove(w)
+                commit(w)
+            busy = [f for w in work for f in w.calls if not f.done()]
+            if len(busy) < limit:
+                return
+            wait(busy, return_when=FIRST_COMPLETED)
+
+    pool = ThreadPoolExecutor(workers, f"translate-{tcfg.name}") if workers > 1 else None
+    try:
+        for lang, texts in todo.items():
+            text_keys = [keys[lang][t] for t in texts]
+            leases = _leased(
+                store, text_keys, _GEN_STATE, before[lang], chunk, "gen", elsewhere, hold=True
+            )
+            for idx in leases:
+                if not idx:  # about to wait for another process: finish ours first
+                    settle(1)
                     continue
-                fed, truncated = check_source(text, tc.source_max_chars)
-                if truncated:
-                    log.warning(
-                        "%s: source of %d chars truncated to %d (source_max_chars)",
-                        tcfg.name, len(text), len(fed),
-                    )  # fmt: skip
-                gen.append((j, fed))
-            outs: list[Translation | str | None] = []
-            if gen:
-                if backend is None:
-                    outs = [None] * len(gen)
-                else:
+                w = _Work(lang, [texts[j] for j in idx], [text_keys[j] for j in idx])
+                work.append(w)
+                if not loaded:  # only a process that got work loads the model
+                    loaded = True
                     try:
-                        outs = backend.translate([g[1] for g in gen], lang)
+                        backend = build_translator(tcfg, cache_dir)
                     except Exception as e:
-                        log.error("%s failed on a chunk: %s", tcfg.name, e)
-                        outs = [f"{type(e).__name__}: {e}"] * len(gen)
-            rows += [
-                _row(part[j], fed, tr, lang, tcfg, load_error) for (j, fed), tr in zip(gen, outs)
-            ]
-            store.write_rows(rows)
-            errors = [r.error for r in rows if r.status == "failed" and r.error]
-            if errors:
-                stats["last_error"] = " ".join(str(errors[-1]).split())[:200]
-            stats["failed"] += sum(r.status == "failed" for r in rows)
-            stats["retryable"] += sum(r.status == "failed" and r.retry for r in rows)
-            stats["generated"] += sum(r.status == "ok" for r in rows)
-            stats["truncated"] += sum(r.truncated for r in rows)
-            progress.update(len(part))
+                        load_error = f"translator failed to load: {type(e).__name__}: {e}"
+                        log.error("%s: %s", tcfg.name, load_error)
+                for j, text in enumerate(w.part):
+                    if not text.strip():
+                        w.rows.append(Row(text, lang, tcfg, status="failed", error=EMPTY_SOURCE))
+                        continue
+                    fed, truncated = check_source(text, tc.source_max_chars)
+                    if truncated:
+                        log.warning(
+                            "%s: source of %d chars truncated to %d (source_max_chars)",
+                            tcfg.name, len(text), len(fed),
+                        )  # fmt: skip
+                    w.gen.append((j, fed))
+                fed_texts = [g[1] for g in w.gen]
+                for i in range(0, len(fed_texts), per_call):
+                    part = fed_texts[i : i + per_call]
+                    w.calls.append(_call(pool, _generate, backend, tcfg.name, part, lang))
+                settle(workers)
+        settle(1)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+        for w in work:  # not written (an error): another process may take them at once
+            store.release(w.keys, "gen")
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     done = stats["generated"] + stats["failed"]
     stats["texts_per_s"] = round(done / max(stats["seconds"], 1e-9), 3)
@@ -393,7 +481,15 @@ def fill_store(
     active = tc.active_translators()
     summary: dict[str, Any] = {"translators": {}, "store": str(store.path)}
     n_unique = sum(len(dict.fromkeys(t)) for t in by_lang.values())
+    threads: list[TranslationStore] = []
+
+    def generate(tcfg: TranslatorConfig, stats: dict[str, Any], st: TranslationStore) -> None:
+        with tqdm(total=n_unique, desc=f"translate[{tcfg.name}]", unit="text") as bar:
+            _translate_one(st, tcfg, by_lang, tc, stats, bar, cfg.models.cache_dir)
+
     try:
+        remote: list[tuple[TranslatorConfig, dict[str, Any]]] = []
+        local: list[tuple[TranslatorConfig, dict[str, Any]]] = []
         for tcfg in active:
             stats = _new_stats()
             summary["translators"][tcfg.name] = stats
@@ -407,10 +503,29 @@ def fill_store(
                         miss, tcfg.name, tcfg.name,
                     )  # fmt: skip
                 continue
-            with tqdm(total=n_unique, desc=f"translate[{tcfg.name}]", unit="text") as bar:
-                _translate_one(store, tcfg, by_lang, tc, stats, bar, cfg.models.cache_dir)
+            (remote if tcfg.kind == "openai" else local).append((tcfg, stats))
+        # servers all at once (one thread each); local engines one after another meanwhile,
+        # so no two local models share the GPU's memory
+        with ThreadPoolExecutor(max(len(remote), 1), "translators") as pool:
+            # each thread its own connection on the same file, closed at the end: closing one
+            # earlier lost the main connection's critic leases to the other processes
+            # (tests/translation/test_reliability.py, two processes on one store)
+            threads += [
+                TranslationStore(store.path, tc.commit_every, any_thread=True) for _ in remote
+            ]
+            futures = [
+                pool.submit(generate, t, stats, st) for (t, stats), st in zip(remote, threads)
+            ]
+            try:
+                for t, stats in local:
+                    generate(t, stats, store)
+            finally:
+                for f in futures:
+                    f.result()
         summary["critic"] = _score(store, tc, active, by_lang, cfg.models.cache_dir)
     finally:
+        for st in threads:
+            st.close()
         if own:
             store.close()
     summary["sources"] = n_unique

@@ -199,8 +199,14 @@ class TranslationStore:
     """SQLite store of translation candidates and critic scores (WAL, transactional)."""
 
     def __init__(
-        self, path: str | Path, commit_every: int = 16, lease_ttl_s: float = LEASE_TTL_S
+        self,
+        path: str | Path,
+        commit_every: int = 16,
+        lease_ttl_s: float = LEASE_TTL_S,
+        any_thread: bool = False,
     ) -> None:
+        """Open (or create) the store at ``path``; ``any_thread``: the connection may be used
+        from another thread than this one (one thread at a time)."""
         self.path = Path(path)
         self.commit_every = commit_every
         self.lease_ttl_s = lease_ttl_s
@@ -212,7 +218,9 @@ class TranslationStore:
         self._check_file()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.conn = sqlite3.connect(str(self.path), timeout=60.0, isolation_level=None)
+            self.conn = sqlite3.connect(
+                str(self.path), timeout=60.0, isolation_level=None, check_same_thread=not any_thread
+            )
         except sqlite3.Error as e:
             raise self._error(e) from e
         try:

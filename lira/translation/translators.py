@@ -239,14 +239,34 @@ def vllm_engine(
     return _ENGINES[key]
 
 
+def vllm_max_num_seqs(cfg: TranslatorConfig) -> int:
+    """The sequences a kind=vllm translator's engine runs at once: ``engine_kwargs.max_num_seqs``,
+    else ``max_concurrency`` raised to ``LIRA_VLLM_MAX_NUM_SEQS`` (default 64); 0 for the other
+    kinds."""
+    if cfg.kind != "vllm":
+        return 0
+    if "max_num_seqs" in cfg.engine_kwargs:
+        return int(cfg.engine_kwargs["max_num_seqs"])
+    return max(cfg.max_concurrency, int(os.environ.get("LIRA_VLLM_MAX_NUM_SEQS", "64")))
+
+
+def in_flight(cfg: TranslatorConfig) -> int:
+    """Backend calls ``lira translate`` keeps running at once for ``cfg``: ``max_concurrency``
+    requests of one text each (kind=openai), else 1 (a local engine batches inside its call)."""
+    return cfg.max_concurrency if cfg.kind == "openai" else 1
+
+
 class VLLMTranslator:
-    """vLLM offline engine: one batched ``llm.chat`` over all pending texts."""
+    """vLLM offline engine: one batched ``llm.chat`` over all pending texts, with
+    :func:`vllm_max_num_seqs` sequences at once."""
 
     def __init__(self, cfg: TranslatorConfig, cache_dir: str = "") -> None:
         self.cfg = cfg
-        self.llm = vllm_engine(
-            cfg.model, cfg.tensor_parallel_size, cache_dir=cache_dir, **cfg.engine_kwargs
-        )
+        options = dict(cfg.engine_kwargs)
+        seqs = vllm_max_num_seqs(cfg)
+        if seqs != int(os.environ.get("LIRA_VLLM_MAX_NUM_SEQS", "64")):
+            options["max_num_seqs"] = seqs  # else the default: the critic's engine is shared
+        self.llm = vllm_engine(cfg.model, cfg.tensor_parallel_size, cache_dir=cache_dir, **options)
 
     def _generate(self, texts: list[str], lang: str) -> list[str]:
         from vllm import SamplingParams
@@ -392,7 +412,10 @@ class OpenAITranslator:
             return Translation(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0)
 
     def translate(self, texts: Sequence[str], lang: str) -> list[Translation]:
-        """Translate ``texts`` with at most ``max_concurrency`` requests in flight."""
+        """Translate ``texts`` with at most ``max_concurrency`` requests in flight (the runner
+        sends one text per call, from ``max_concurrency`` threads of its own)."""
+        if len(texts) == 1:
+            return [self._one(texts[0], lang)]
         with ThreadPoolExecutor(max_workers=self.cfg.max_concurrency) as pool:
             return list(pool.map(lambda t: self._one(t, lang), texts))
 

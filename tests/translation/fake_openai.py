@@ -18,6 +18,10 @@ from typing import Any
 SCORES = {"semantic": 7, "emotional": 6, "pragmatic": 5}
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 256  # a runner may open hundreds of connections at once
+
+
 class FakeServer:
     """Threaded HTTP server with a request log (``requests``: (model, prompt, auth header))."""
 
@@ -25,7 +29,14 @@ class FakeServer:
         self.delay_s = delay_s
         self.fail_critic = False
         self.requests: list[tuple[str, str, str | None]] = []
+        self.in_flight = 0
+        """Requests being answered now."""
+        self.max_in_flight: dict[str, int] = {}
+        """The most requests in flight at once, per model."""
+        self.max_total = 0
+        """The most requests in flight at once, all models."""
         self.lock = threading.Lock()
+        busy: dict[str, int] = {}
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -38,7 +49,15 @@ class FakeServer:
                 prompt = body["messages"][-1]["content"]
                 with server.lock:
                     server.requests.append((model, prompt, self.headers.get("Authorization")))
+                    busy[model] = busy.get(model, 0) + 1
+                    server.in_flight += 1
+                    server.max_total = max(server.max_total, server.in_flight)
+                    top = server.max_in_flight.get(model, 0)
+                    server.max_in_flight[model] = max(top, busy[model])
                 time.sleep(server.delay_s)
+                with server.lock:  # answered: the client may send its next request now
+                    busy[model] -= 1
+                    server.in_flight -= 1
                 if model == "critic-fake" and server.fail_critic:
                     self.send_response(500)
                     self.end_headers()
@@ -55,7 +74,7 @@ class FakeServer:
                 self.end_headers()
                 self.wfile.write(out)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 

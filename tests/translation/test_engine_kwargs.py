@@ -49,3 +49,17 @@ def test_dtype_helper_is_private_and_not_models_torch_dtype():
     import torch
 
     assert translators._default_dtype_for("cpu") is torch.float32
+
+
+def test_vllm_max_num_seqs_follows_max_concurrency(fake_vllm):
+    """The offline engine runs ``max_concurrency`` sequences at once (at least the default
+    64); the runner hands it chunks of that many texts (``vllm_max_num_seqs``)."""
+    big = TranslatorConfig(name="b", kind="vllm", model="org/m", max_concurrency=256)
+    translators.VLLMTranslator(big)
+    assert fake_vllm[-1]["max_num_seqs"] == 256
+    assert translators.vllm_max_num_seqs(big) == 256
+    small = TranslatorConfig(name="s", kind="vllm", model="org/m", max_concurrency=8)
+    assert translators.vllm_max_num_seqs(small) == 64  # LIRA_VLLM_MAX_NUM_SEQS default
+    own = TranslatorConfig(name="o", kind="vllm", model="org/m", max_concurrency=256,
+                           engine_kwargs={"max_num_seqs": 32})  # fmt: skip
+    assert translators.vllm_max_num_seqs(own) == 32
