@@ -14,6 +14,7 @@ from pathlib import Path
 
 from arca.config import ArcaRun
 from arca.data import StoreCandidates, build_items, gold_eval_items, held_out_sources, rounded
+from arca.g_cache import critic_g
 from arca.model import ArcaModel
 from arca.trainable import check_encoder_training
 from arca.trainer import ARCA_UNSHAPING, ArcaTrainer
@@ -21,6 +22,8 @@ from lira.checkpoint import write_json
 from lira.data.splits import load_splits
 from lira.models import load_backbone, load_encoder
 from lira.training import config_fingerprint
+from lira.translation.config import TranslationRun
+from lira.translation.runner import run_translate as translate_stage
 from lira.translation.runner import store_path
 from lira.translation.store import TranslationStore
 
@@ -33,6 +36,12 @@ def arca_fingerprint(cfg: ArcaRun) -> dict[str, object]:
     :data:`~arca.trainer.ARCA_UNSHAPING`)."""
     sections = ("models", "data", "translation", "arca")
     return config_fingerprint("arca", cfg, sections, ARCA_UNSHAPING)
+
+
+def run_translate(cfg: TranslationRun, args: Namespace | None = None) -> dict[str, object]:
+    """Engine of ``lira translate``: :func:`lira.translation.runner.run_translate`, with the
+    embedding critic (``translation.critic.kind: embedding``) reading and filling g's cache."""
+    return translate_stage(cfg, args, g=critic_g(cfg.models, cfg.output_dir))
 
 
 def run_arca(cfg: ArcaRun, args: Namespace | None = None) -> dict[str, object]:
