@@ -143,8 +143,8 @@ class CriticConfig:
     cos_low: float = 0.0
     """kind=embedding: the cosine mapped to score 1 (lower cosines also score 1)."""
     cos_high: float = 1.0
-    """kind=embedding: the cosine mapped to score 10; score = round(1 + 9 (cos - cos_low) /
-    (cos_high - cos_low)), clipped to 1-10."""
+    """kind=embedding: the cosine mapped to score 10; score = 1 + 9 (cos - cos_low) / (cos_high -
+    cos_low) rounded half up, clipped to 1-10."""
 
     def __post_init__(self) -> None:
         check(self.max_new_tokens >= 16, "max_new_tokens", "JSON scores need >= 16 tokens")
