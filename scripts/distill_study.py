@@ -81,24 +81,30 @@ def main() -> None:
     ap.add_argument("--cache", default="out/study/vecs.pt")
     ap.add_argument("--mlp", action="store_true", help="also the MLP Adaptor (minutes on 2 cores)")
     ap.add_argument("--lam", type=float, default=1.0, help="ridge penalty")
+    ap.add_argument("--max-train", type=int, default=300, help="training questions per language")
+    ap.add_argument("--no-pairs", action="store_true", help="skip the translation-pair variant")
     args = ap.parse_args()
     cfg = load_config(args.config)
     cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, max_train_queries=0))
     splits = load_splits(cfg.data)
     ds, dev = splits.dataset, splits.dev
     en_of = lambda r: ds.question("en", plain_qid(r.id)).text  # noqa: E731
-    train_foreign = [r for r in splits.train_sources if r.lang != "en"]
-    en_train = list(dict.fromkeys(ds.question("en", plain_qid(i)).text for i in splits.train_ids))
+    per: dict[str, int] = {}
+    train_foreign = [r for r in splits.train_sources if r.lang != "en"
+                     and (per.__setitem__(r.lang, per.get(r.lang, 0) + 1) or per[r.lang] <= args.max_train)]  # fmt: skip
+    en_train = list(dict.fromkeys(ds.question("en", plain_qid(i)).text
+                                  for i in splits.train_ids))[: args.max_train]  # fmt: skip
     dev_foreign = [q for q in dev.queries if q.lang != "en"]
     corpus_en = [d.text for d in dev.corpus if d.lang == "en"]
-    texts = {
+    texts: dict[str, list[str]] = {
         "dev_q": [q.text for q in dev.queries],
         "dev_gold": [en_of(q) for q in dev_foreign],
         "corpus": [d.text for d in dev.corpus],
         "train_en": en_train,
-        "train_foreign": [r.text for r in train_foreign],
-        "train_foreign_gold": [en_of(r) for r in train_foreign],
     }
+    if not args.no_pairs:
+        texts["train_foreign"] = [r.text for r in train_foreign]
+        texts["train_foreign_gold"] = [en_of(r) for r in train_foreign]
     v = embed(cfg, texts, Path(args.cache))
     print(f"validation: {len(dev.queries)} queries, {len(dev.corpus)} documents; training: "
           f"{len(en_train)} English questions, {len(train_foreign)} foreign, "
@@ -113,8 +119,8 @@ def main() -> None:
     en_idx = [i for i, d in enumerate(dev.corpus) if d.lang == "en"]
     corpus_g_en, corpus_h_en = v["corpus.g"][en_idx], v["corpus.h"][en_idx]
 
-    data = {
-        "pairs": (v["train_foreign.g"], v["train_foreign_gold.h"]),
+    data = {} if args.no_pairs else {"pairs": (v["train_foreign.g"], v["train_foreign_gold.h"])}
+    data |= {
         "distill": (v["train_en.g"], v["train_en.h"]),
         "distill+corpus": (
             torch.cat([v["train_en.g"], corpus_g_en]),

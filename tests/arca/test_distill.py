@@ -8,7 +8,7 @@ import torch
 
 from arca.adaptor import Adaptor, ridge_fit
 from arca.config import ArcaConfig
-from arca.trainer import ArcaTrainer
+from arca.trainer import ArcaItem, ArcaTrainer
 from lira.config import ConfigError
 
 from .conftest import make_items
@@ -54,24 +54,24 @@ def test_distill_config():
         Adaptor(4, 4, linear=True, residual=True)
 
 
-def test_distill_training_lowers_the_loss_and_anchors_held_out_pairs(
-    build_model, xquad_pairs, tmp_path
-):
+def test_distill_training_lowers_the_loss_on_held_out_english(build_model, xquad_pairs, tmp_path):
+    from lira.translation.types import Candidate
+
     items = make_items(xquad_pairs)
-    train, held = items[:72], items[72:]
+    train = items[:72]
+    # held-out English text y as its own source: cos(A(g(y)), h(y)) is what distill fits
+    held = [ArcaItem(en, "en", [Candidate("gold", en, None)]) for _, en in xquad_pairs[72:]]
     cfg = ArcaConfig(objective="distill", steps=30, batch_size=8, log_every=5, save_every=100,
                      anchor_contrast=0.1)  # fmt: skip
-    model = build_model(cfg)
-    trainer = ArcaTrainer(cfg, model, train, tmp_path / "arca", eval_items=held,
+    trainer = ArcaTrainer(cfg, build_model(cfg), train, tmp_path / "arca", eval_items=held,
                           distill_texts=["The river flows north.", "A small town."])  # fmt: skip
     before = trainer.evaluate(held)
     torch.manual_seed(1)
     after = trainer.train().summary["eval"]
     first = sum(h["l_anchor"] for h in trainer.history[:5]) / 5
     last = sum(h["l_anchor"] for h in trainer.history[-5:]) / 5
-    assert last < first  # 1 - cos(A(g(y)), h(y)) on English text
-    # learned on English alone, the map anchors the foreign held-out source to its translation
-    assert after["cos"] - after["cos_shuffled"] > before["cos"] - before["cos_shuffled"]
+    assert last < first  # 1 - cos(A(g(y)), h(y)) on the training English
+    assert after["cos"] > before["cos"] + 0.1  # and on English it never saw
 
 
 def test_ridge_adaptor_is_fitted_once_then_kept(build_model, xquad_pairs, tmp_path):
