@@ -15,6 +15,9 @@ MLP(x) with the MLP's last layer zero-initialised and P the identity when d_g = 
 linear projection), so E_lr starts as g itself: where g is the stronger encoder, Arca then
 departs from g's geometry only as far as the anchor pays for it.
 
+``linear=True`` (``arca.objective: distill`` with ``distill_solver: ridge``, beyond the paper)
+makes A one ``Linear(d_g -> d_h)``, fitted in closed form by :func:`ridge_fit`.
+
 Sentence vectors are the mean over the S bins: E = mean_s A(P_S(tokens))_s.
 """
 
@@ -28,7 +31,13 @@ class Adaptor(nn.Module):
     """Two-layer MLP from g's pooled bins to h's space (App. D.1); optionally shared (Eq. 4)."""
 
     def __init__(
-        self, d_g: int, d_h: int, hidden: int = 512, shared: bool = False, residual: bool = False
+        self,
+        d_g: int,
+        d_h: int,
+        hidden: int = 512,
+        shared: bool = False,
+        residual: bool = False,
+        linear: bool = False,
     ) -> None:
         super().__init__()
         if min(d_g, d_h, hidden) < 1:
@@ -36,9 +45,15 @@ class Adaptor(nn.Module):
         self.d_g, self.d_h, self.hidden, self.shared = d_g, d_h, hidden, shared
         d_in = d_h if shared else d_g
         self.proj_g: nn.Module = nn.Linear(d_g, d_h) if shared and d_g != d_h else nn.Identity()
-        self.mlp = nn.Sequential(
-            nn.Linear(d_in, hidden), nn.ReLU(), nn.LayerNorm(hidden), nn.Linear(hidden, d_h)
+        self.mlp: nn.Module = (
+            nn.Linear(d_in, d_h)
+            if linear
+            else nn.Sequential(
+                nn.Linear(d_in, hidden), nn.ReLU(), nn.LayerNorm(hidden), nn.Linear(hidden, d_h)
+            )
         )
+        if linear and (residual or shared):
+            raise ValueError("a linear Adaptor is neither residual nor shared")
         if residual and shared:
             raise ValueError("a residual Adaptor is for the D.1 reading (shared=False)")
         self.residual = residual
@@ -71,3 +86,16 @@ class Adaptor(nn.Module):
     def embed_h(self, pooled: torch.Tensor) -> torch.Tensor:
         """E_en = mean over bins of A(H(y)) (shared reading only): [B, S, d_h] -> [B, d_h]."""
         return self.bins_h(pooled).mean(dim=1)
+
+
+def ridge_fit(
+    g: torch.Tensor, h: torch.Tensor, lam: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Closed-form ridge map h ~ g W + b: W = (Gc'Gc + lam I)^-1 Gc'Hc on centred G, H (the bias
+    is not penalised), b = mean(h) - mean(g) W. g [N, d_g], h [N, d_h] -> W [d_g, d_h], b [d_h]."""
+    g, h = g.double(), h.double()
+    mg, mh = g.mean(0), h.mean(0)
+    gc, hc = g - mg, h - mh
+    eye = torch.eye(g.shape[1], dtype=g.dtype, device=g.device)
+    w = torch.linalg.solve(gc.T @ gc + lam * eye, gc.T @ hc)
+    return w.float(), (mh - mg @ w).float()

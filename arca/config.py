@@ -34,9 +34,19 @@ class ArcaConfig:
     adaptor_init: Literal["paper", "identity"] = "paper"
     """paper (App. D.1): the MLP from a random start; identity: E_lr starts as g itself, a
     zero-initialised residual MLP over the identity (d_g = d_h) or a linear projection."""
-    objective: Literal["d1", "shared"] = "d1"
+    objective: Literal["d1", "shared", "distill"] = "d1"
     """d1 (App. D.1, default): the Adaptor sits on g's path only and the English side is a fixed
-    target of h; shared (Eq. 4 read literally): one Adaptor on both token paths (can collapse)."""
+    target of h; shared (Eq. 4 read literally): one Adaptor on both token paths (can collapse);
+    distill (beyond the paper): the Adaptor maps g(y) to h(y) on English text y alone (the
+    candidates, + the corpus with distill_corpus), no translation pairs in L_anchor."""
+    distill_solver: Literal["gradient", "ridge"] = "gradient"
+    """objective distill: gradient (the MLP Adaptor trained on 1 - cos, + anchor_contrast
+    InfoNCE) or ridge (a linear Adaptor fitted in closed form once before training, then kept)."""
+    distill_ridge: float = 1.0
+    """objective distill, solver ridge: the L2 penalty lambda of W = (G'G + lambda I)^-1 G'H."""
+    distill_corpus: bool = False
+    """objective distill: also distil on the English corpus being indexed (label-free, but
+    transductive: it reads the documents it will rank)."""
     anchor_target: Literal["sentence", "bins"] = "sentence"
     """d1 target: h's sentence embedding of y (retrieval), or the S pooled bins of h's token
     stream, flattened (reasoning: the Adaptor's bins become the LLM's soft tokens)."""
@@ -57,6 +67,9 @@ class ArcaConfig:
     """REINFORCE baseline b of Eq. 8: none (paper), mean of the candidates, or a running EMA."""
     ema_decay: float = 0.9
     """Decay of the ema reward baseline."""
+    actor_features: Literal["raw", "standardized"] = "raw"
+    """The Actor's input c_k: raw [s, e, p, sim] (paper, Eq. 6) or each feature z-scored over
+    the source's own candidates (standardized: compares candidates, beyond the paper)."""
     actor_lr: float = 1e-4
     """Adam learning rate of the Actor (paper Table 10: 1e-4)."""
     encoder_lr: float = 5e-5
@@ -130,6 +143,10 @@ class ArcaConfig:
         check_at_least(self, eta=0, lora_r=1, log_every=1, save_every=1)
         check(self.anchor_contrast >= 0, "anchor_contrast", "must be >= 0 (0 = paper)")
         check(self.anchor_tau > 0, "anchor_tau", "must be > 0")
+        check(self.distill_ridge >= 0, "distill_ridge", "must be >= 0")
+        if self.objective == "distill":
+            check(self.anchor_target == "sentence", "anchor_target",
+                  "objective distill maps sentence vectors: use anchor_target: sentence")  # fmt: skip
 
 
 @dataclass

@@ -10,19 +10,35 @@ from __future__ import annotations
 import json
 import logging
 from argparse import Namespace
+from collections.abc import Sequence
 from pathlib import Path
 
 from arca.config import ArcaRun
-from arca.data import StoreCandidates, build_items, gold_eval_items, held_out_sources, rounded
+from arca.data import (
+    ArcaItem,
+    CandidateFn,
+    StoreCandidates,
+    build_items,
+    fetch_candidates,
+    gold_eval_items,
+    held_out_sources,
+    rounded,
+)
+from arca.g_cache import critic_g
+from arca.metrics import evaluate_actor
 from arca.model import ArcaModel
 from arca.trainable import check_encoder_training
 from arca.trainer import ARCA_UNSHAPING, ArcaTrainer
 from lira.checkpoint import write_json
-from lira.data.splits import load_splits
+from lira.data.splits import Splits, load_splits
 from lira.models import load_backbone, load_encoder
 from lira.training import config_fingerprint
+from lira.translation.config import TranslationRun
+from lira.translation.critic import build_critic
+from lira.translation.runner import run_translate as translate_stage
 from lira.translation.runner import store_path
 from lira.translation.store import TranslationStore
+from lira.translation.types import Candidate
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +49,50 @@ def arca_fingerprint(cfg: ArcaRun) -> dict[str, object]:
     :data:`~arca.trainer.ARCA_UNSHAPING`)."""
     sections = ("models", "data", "translation", "arca")
     return config_fingerprint("arca", cfg, sections, ARCA_UNSHAPING)
+
+
+def run_translate(cfg: TranslationRun, args: Namespace | None = None) -> dict[str, object]:
+    """Engine of ``lira translate``: :func:`lira.translation.runner.run_translate`, with the
+    embedding critic (``translation.critic.kind: embedding``) reading and filling g's cache."""
+    return translate_stage(cfg, args, g=critic_g(cfg.models, cfg.output_dir))
+
+
+def actor_eval_items(
+    cfg: ArcaRun, splits: Splits, items: Sequence[ArcaItem], fetch: CandidateFn
+) -> tuple[list[ArcaItem], list[str]]:
+    """Held-out sources with their evaluation candidates plus the human English original as a
+    reference candidate (named as the pool's train-only reference translator, scored by the
+    configured critic; never stored), and the reference names (for ``eval.actor``)."""
+    gold = {(it.source, it.lang): it.candidates[0].text for it in gold_eval_items(splits)
+            if it.candidates}  # fmt: skip
+    train_only = [t.name for t in cfg.translation.active_translators() if t.train_only]
+    name = train_only[0] if train_only else "gold-en"
+    cands = fetch_candidates(items, fetch)
+    out = [ArcaItem(it.source, it.lang, list(c)) for it, c in zip(items, cands)]
+    tc = cfg.translation
+    critic = None
+    if gold and tc.critic.kind != "none":
+        encode, g_name = (None, "")
+        if tc.critic.kind == "embedding" and not tc.critic.encoder:
+            encode, g_name = critic_g(cfg.models, cfg.output_dir)()
+        critic = build_critic(tc.critic, cache_dir=cfg.models.cache_dir, encode=encode,
+                              g_name=g_name)  # fmt: skip
+    for lang in dict.fromkeys(it.lang for it in out):
+        mine = [it for it in out if it.lang == lang and (it.source, it.lang) in gold]
+        texts = [gold[(it.source, it.lang)] for it in mine]
+        scores = [r.scores for r in critic.score([it.source for it in mine], texts, lang)] if (
+            critic is not None and mine) else [None] * len(mine)  # fmt: skip
+        for it, en, sc in zip(mine, texts, scores):
+            it.candidates = [*(it.candidates or []), Candidate(name, en, sc)]
+    return out, sorted({name, *train_only})
+
+
+def distill_texts(cfg: ArcaRun, splits: Splits) -> list[str]:
+    """The extra English texts of ``objective: distill``: the English documents of the
+    training corpus with ``arca.distill_corpus`` (transductive: the documents later ranked)."""
+    if not cfg.arca.distill_corpus or splits.train is None:
+        return []
+    return list(dict.fromkeys(d.text for d in splits.train.corpus if d.lang == "en" and d.text))
 
 
 def run_arca(cfg: ArcaRun, args: Namespace | None = None) -> dict[str, object]:
@@ -68,6 +128,12 @@ def run_arca(cfg: ArcaRun, args: Namespace | None = None) -> dict[str, object]:
     check_encoder_training(encoder, ac)
     if not ac.train_encoder:
         model.attach_g_cache(cfg.output_dir)
+    distill = distill_texts(cfg, splits) if ac.objective == "distill" else []
+    if ac.objective == "distill" and ac.distill_solver == "ridge":
+        english = [c.text for it in train_items for c in it.candidates or []] + distill
+        n = model.fit_ridge(english, ac.distill_ridge)
+        log.info("Arca: ridge Adaptor fitted on %d English texts (objective distill)", n)
+        distill = []
     trainer = ArcaTrainer(
         ac,
         model,
@@ -77,6 +143,7 @@ def run_arca(cfg: ArcaRun, args: Namespace | None = None) -> dict[str, object]:
         candidate_fn=train_fetch if ac.online_translation else None,
         eval_candidate_fn=eval_fetch if ac.online_translation else None,
         fingerprint=arca_fingerprint(cfg),
+        distill_texts=distill,
     )
     resume = bool(getattr(args, "resume", False))
     before: dict[str, object] = {}
@@ -93,6 +160,12 @@ def run_arca(cfg: ArcaRun, args: Namespace | None = None) -> dict[str, object]:
         summary["eval_gold"] = trainer.evaluate(gold)
         if trainer.accelerator.is_main_process:
             log.info("Arca held-out vs gold English: %s", json.dumps(rounded(summary["eval_gold"])))
+    if trainer.eval_items:  # how the Actor picks on held-out sources, the gold English offered
+        items, refs = actor_eval_items(cfg, splits, trainer.eval_items, eval_fetch)
+        actor = evaluate_actor(model, items, ac.eval_batch_size, refs)
+        summary.setdefault("eval", {})["actor"] = actor  # type: ignore[union-attr]
+        if trainer.accelerator.is_main_process:
+            log.info("Arca Actor on held-out sources: %s", json.dumps(rounded(actor)))
     if model.g_cache is not None:
         summary["g_cache"] = {"hits": model.g_cache.hits, "misses": model.g_cache.misses}
         model.g_cache.sync()  # the other processes' rows, stored by the one writer

@@ -22,9 +22,13 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from lira.config import ModelsConfig
 from lira.demo import resolve_model
+from lira.models import load_encoder
 from lira.models.loading import CHARS_PER_TOKEN, folder_fingerprint
 from lira.training import live_world
+from lira.translation.critic import Encode
+from lira.translation.runner import g_encode
 
 CACHE_FILE = Path("cache") / "g_embeddings.sqlite"
 """Where a run keeps the frozen-g cache, relative to its output directory."""
@@ -227,3 +231,23 @@ class CachedGRetriever:
             return np.zeros((0, self.dim), dtype=np.float32)
         rows = sentence_rows(self.cache, self._id, self.encoder, texts, kind, batch_size)
         return rows[:, 0].numpy()
+
+
+def critic_g(models: ModelsConfig, output_dir: str | Path) -> Callable[[], tuple[Encode, str]]:
+    """The embedding critic's (encode, name) factory for the run's g, through the run's g cache
+    (``models.encoder_cache``, a sentence-level g): a source Arca embeds later (kind ``query``)
+    is then encoded once per run. Other g: :func:`lira.translation.runner.g_encode`."""
+
+    def build() -> tuple[Encode, str]:
+        encoder = load_encoder(models)
+        if not models.encoder_cache or getattr(encoder, "level", "token") != "sentence":
+            return g_encode(models)
+        cache = GEmbeddingCache(cache_path(output_dir))
+        enc_id = encoder_id(encoder, models.cache_dir)
+
+        def encode(texts: list[str]) -> Tensor:
+            return sentence_rows(cache, enc_id, encoder, texts, "query", 64)[:, 0]
+
+        return encode, str(getattr(encoder, "name", "") or models.encoder)
+
+    return build

@@ -133,3 +133,80 @@ def trim_log(path: Path, step: int) -> None:
         tmp.write_text("".join(kept), encoding="utf-8")
         tmp.replace(path)
         log.info("Arca: dropped %d log.jsonl row(s) past step %d", dropped, step)
+
+
+def selection_metrics(
+    logits: Tensor, mask: Tensor, critic: Tensor, reference: Tensor
+) -> dict[str, Tensor]:
+    """Per source, how the Actor's policy picks (issue 39): ``best_critic`` (its arg-max has the
+    best critic score, ties included), ``reference`` (its arg-max is a reference candidate; NaN
+    where none is in the pool), ``entropy`` (nats) and ``k`` (candidates).
+
+    logits, critic [B, K] (critic: 0.1 (alpha s + beta e + gamma p), Eq. 7's critic part);
+    mask, reference [B, K] bool (real candidates, reference candidates)."""
+    mask = mask.bool()
+    low = torch.finfo(logits.dtype).min
+    lg = logits.float().masked_fill(~mask, low)
+    idx = lg.argmax(-1, keepdim=True)  # [B, 1]
+    best = critic.float().masked_fill(~mask, float("-inf")).amax(-1)
+    picked = critic.float().gather(-1, idx).squeeze(-1)
+    logp = torch.log_softmax(lg, dim=-1)
+    entropy = -(logp.exp() * logp.masked_fill(~mask, 0.0)).sum(-1)
+    ref = (reference.bool() & mask).float()
+    has_ref = ref.any(-1)
+    hit = ref.gather(-1, idx).squeeze(-1)
+    return {
+        "best_critic": (picked >= best - 1e-6).float(),
+        "reference": torch.where(has_ref, hit, torch.full_like(hit, float("nan"))),
+        "entropy": entropy,
+        "k": mask.sum(-1).float(),
+    }
+
+
+@torch.no_grad()
+def evaluate_actor(
+    model: ArcaModel,
+    items: Sequence[ArcaItem],
+    batch_size: int,
+    reference: Sequence[str] = (),
+) -> dict[str, object]:
+    """The Actor's selection metrics on held-out sources (``eval.actor`` of Arca's summary):
+    ``argmax_best_critic``, ``argmax_reference`` (over sources whose pool holds a candidate of a
+    translator in ``reference``; None when none does), ``entropy`` (mean nats), ``k`` (mean
+    candidates per source), ``n`` sources and ``n_reference``."""
+    was = model.training
+    model.eval()
+    items, _ = clean_items(items)
+    ac = model.arca_cfg
+    weights = torch.tensor([ac.alpha, ac.beta, ac.gamma])
+    refs = set(reference)
+    rows: dict[str, list[Tensor]] = {"best_critic": [], "reference": [], "entropy": [], "k": []}
+    for i in range(0, len(items), batch_size):
+        chunk = [it for it in items[i : i + batch_size] if it.candidates]
+        if not chunk:
+            continue
+        cands = [it.candidates or [] for it in chunk]
+        scores, mask, cand_texts, slot = pad_candidates(cands)
+        out = model([it.source for it in chunk], model.english_inputs(cand_texts), scores, mask,
+                    slot)  # fmt: skip
+        is_ref = torch.zeros_like(mask)
+        for b, cs in enumerate(cands):
+            for k, c in enumerate(cs):
+                is_ref[b, k] = c.translator in refs
+        critic = 0.1 * (scores * weights).sum(-1)  # [B, K]
+        m = selection_metrics(out["logits"].cpu(), mask, critic, is_ref)
+        for k, v in m.items():
+            rows[k].append(v)
+    model.train(was)
+    if not rows["k"]:
+        return {"n": 0}
+    cat = {k: torch.cat(v) for k, v in rows.items()}
+    ref = cat["reference"][~cat["reference"].isnan()]
+    return {
+        "argmax_best_critic": float(cat["best_critic"].mean()),
+        "argmax_reference": float(ref.mean()) if len(ref) else None,
+        "entropy": float(cat["entropy"].mean()),
+        "k": float(cat["k"].mean()),
+        "n": len(cat["k"]),
+        "n_reference": len(ref),
+    }

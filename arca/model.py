@@ -57,6 +57,11 @@ FORMAT = "arca-v1"
 CONFIG_NAME = "arca_config.json"
 
 
+def linear_adaptor(cfg: ArcaConfig) -> bool:
+    """True when the Adaptor is one linear map fitted in closed form (distill, ridge)."""
+    return cfg.objective == "distill" and cfg.distill_solver == "ridge"
+
+
 def candidate_scores(cand: Candidate) -> tuple[float, float, float]:
     """Critic (s, e, p) of a candidate; the neutral 5.5 when the critic gave none (or NaN)."""
     if cand.scores is None or not all(math.isfinite(float(v)) for v in cand.scores):
@@ -132,8 +137,10 @@ class ArcaModel(nn.Module):
             arca_cfg.adaptor_hidden,
             shared=arca_cfg.objective == "shared",
             residual=arca_cfg.adaptor_init == "identity",
+            linear=linear_adaptor(arca_cfg),
         )
-        return cls(encoder, adaptor, Actor(), arca_cfg, models_cfg, backbone)
+        actor = Actor(standardize=arca_cfg.actor_features == "standardized")
+        return cls(encoder, adaptor, actor, arca_cfg, models_cfg, backbone)
 
     @property
     def dim(self) -> int:
@@ -265,6 +272,7 @@ class ArcaModel(nn.Module):
         scores: Tensor,
         mask: Tensor,
         slot: Tensor,
+        english: Sequence[str] | None = None,
     ) -> dict[str, Tensor]:
         """One Arca pass (all trainable computation, so DDP sees it).
 
@@ -272,6 +280,8 @@ class ArcaModel(nn.Module):
         [B, K, 3]; mask: [B, K]; slot: [N] flat index b*K+k of each candidate. Returns e_lr
         [B, D], e_en [B, K, D] (anchor space), sim [B, K] (detached) and logits [B, K]. The
         Actor's features follow ``arca.use_llm_critic`` / ``arca.use_embedding_critic``.
+        ``english`` (objective distill): English texts y whose A(g(y)) is returned as e_distill
+        [M, D] (the distillation input; its target is h(y)).
         """
         b, k = mask.shape
         e_lr = self.anchor_lr(self.pooled_sources(texts))  # [B, D]
@@ -286,7 +296,29 @@ class ArcaModel(nn.Module):
             scores.to(e_lr.device), sim, ac.use_llm_critic, ac.use_embedding_critic
         )
         logits = self.actor(feats, mask.to(e_lr.device))  # [B, K]
-        return {"e_lr": e_lr, "e_en": e_en, "sim": sim, "logits": logits}
+        out = {"e_lr": e_lr, "e_en": e_en, "sim": sim, "logits": logits}
+        if english is not None:
+            out["e_distill"] = self.anchor_lr(self.pooled_sources(list(english)))
+        return out
+
+    @torch.no_grad()
+    def fit_ridge(self, texts: Sequence[str], lam: float, batch_size: int = 256) -> int:
+        """Fit the linear Adaptor (distill, ridge) in closed form on English ``texts``:
+        A(g(y)) ~ h(y) (:func:`arca.adaptor.ridge_fit`); returns the texts used."""
+        from arca.adaptor import ridge_fit
+
+        if not isinstance(self.adaptor.mlp, nn.Linear):
+            raise RuntimeError("fit_ridge needs the linear Adaptor (objective distill, ridge)")
+        texts = list(dict.fromkeys(t for t in texts if t and t.strip()))
+        if not texts:
+            raise ValueError("no English text to fit the ridge Adaptor on")
+        g = torch.cat([self.pooled_sources(texts[i : i + batch_size]).mean(1).float().cpu()
+                       for i in range(0, len(texts), batch_size)])  # fmt: skip
+        h = self.english_targets(texts).float().cpu()
+        w, b = ridge_fit(g, h, lam)
+        self.adaptor.mlp.weight.copy_(w.T.to(self.adaptor.mlp.weight))
+        self.adaptor.mlp.bias.copy_(b.to(self.adaptor.mlp.bias))
+        return len(texts)
 
     @staticmethod
     def features(
@@ -457,8 +489,10 @@ class ArcaModel(nn.Module):
             backbone = load_backbone(models_cfg)
         shared = arca_cfg.objective == "shared"
         adaptor = Adaptor(meta["d_g"], meta["d_h"], arca_cfg.adaptor_hidden, shared=shared,
-                          residual=arca_cfg.adaptor_init == "identity")  # fmt: skip
-        model = cls(encoder, adaptor, Actor(), arca_cfg, models_cfg, backbone)
+                          residual=arca_cfg.adaptor_init == "identity",
+                          linear=linear_adaptor(arca_cfg))  # fmt: skip
+        actor = Actor(standardize=arca_cfg.actor_features == "standardized")
+        model = cls(encoder, adaptor, actor, arca_cfg, models_cfg, backbone)
         model.adaptor.load_state_dict(load_safetensors(path / "adaptor.safetensors"))
         model.actor.load_state_dict(load_safetensors(path / "actor.safetensors"))
         for p in model.parameters():

@@ -68,8 +68,9 @@ def trainable_groups(
     else:
         for p in model.encoder.parameters():
             p.requires_grad_(cfg.train_encoder and anchored)
+    closed_form = cfg.objective == "distill" and cfg.distill_solver == "ridge"  # fitted, kept
     for p in model.adaptor.parameters():
-        p.requires_grad_(anchored)
+        p.requires_grad_(anchored and not closed_form)
     if model.backbone is not None:  # frozen h: on the accelerator's device too
         for p in getattr(model.backbone, "parameters", list)():
             p.requires_grad_(False)

@@ -126,6 +126,7 @@ class ArcaTrainer(Trainer):
         eval_candidate_fn: CandidateFn | None = None,
         keep_checkpoints: int = 2,
         fingerprint: dict[str, object] | None = None,
+        distill_texts: Sequence[str] = (),
     ) -> None:
         from accelerate.utils import DistributedDataParallelKwargs
 
@@ -160,6 +161,9 @@ class ArcaTrainer(Trainer):
         self._local_selection: Counter[str] = Counter()
         self._summary: dict[str, object] = {}
         self._perms: dict[int, Tensor] = {}
+        self.distill_texts = list(distill_texts)
+        """Extra English texts of ``objective: distill`` (the corpus): each micro-batch distils
+        ``batch_size`` of them, in order, beside its candidates."""
 
     # ------------------------------------------------------------------ data
     def _perm(self, epoch: int) -> Tensor:
@@ -178,16 +182,35 @@ class ArcaTrainer(Trainer):
         return [self.items[int(self._perm(p // n)[p % n])] for p in range(start, start + b)]
 
     # ------------------------------------------------------------------ one step
+    def distill_batch(self, cand_texts: list[str], micro: int) -> list[str] | None:
+        """The English texts a micro-batch distils (objective distill, gradient): its candidates
+        and the next ``batch_size`` of :attr:`distill_texts`; None for other objectives."""
+        cfg = self.cfg
+        if cfg.objective != "distill" or cfg.distill_solver != "gradient":
+            return None
+        extra: list[str] = []
+        if self.distill_texts:
+            n, b = len(self.distill_texts), cfg.batch_size
+            start = ((self.step * cfg.grad_accum + micro) * self.world
+                     + self.accelerator.process_index) * b  # fmt: skip
+            extra = [self.distill_texts[p % n] for p in range(start, start + b)]
+        return list(dict.fromkeys([*cand_texts, *extra]))
+
     def _micro_loss(
-        self, items: list[ArcaItem], cands: list[list[Candidate]], diagnostics: bool
+        self,
+        items: list[ArcaItem],
+        cands: list[list[Candidate]],
+        diagnostics: bool,
+        micro: int = 0,
     ) -> tuple[Tensor, Stats]:
         acc, cfg, model = self.accelerator, self.cfg, self.model
         texts = [it.source for it in items]
         scores, mask, cand_texts, slot = pad_candidates(cands)
         guards = model.nan_guards
         en_inputs = model.english_inputs(cand_texts)  # [N, D] targets or [N, S, d_h], no grad
+        english = self.distill_batch(cand_texts, micro)
         with acc.autocast():
-            out = self.net(texts, en_inputs, scores, mask, slot)
+            out = self.net(texts, en_inputs, scores, mask, slot, english)
         logits = out["logits"].float()  # [B, K]
         mask = mask.to(logits.device)
         log_probs = torch.log_softmax(logits, dim=-1)
@@ -199,10 +222,17 @@ class ArcaTrainer(Trainer):
         e_lr = out["e_lr"].float()  # [B, d]
         e_sel = out["e_en"].float()[rows, actions]  # [B, d]
         fixed = cfg.objective == "d1"
-        l_anchor = encoder_anchor_loss(e_lr, e_sel) if fixed else anchor_loss(e_lr, e_sel)
+        if cfg.objective == "distill":  # A(g(y)) -> h(y) on English text only (beyond the paper)
+            src, tgt = e_lr.new_zeros(1, e_lr.shape[-1]), e_lr.new_ones(1, e_lr.shape[-1])
+            if english is not None:
+                src, tgt = out["e_distill"].float(), model.english_targets(english).float()
+            l_anchor = encoder_anchor_loss(src, tgt)  # ridge: a constant 0, no gradient
+        else:
+            src, tgt = e_lr, e_sel
+            l_anchor = encoder_anchor_loss(e_lr, e_sel) if fixed else anchor_loss(e_lr, e_sel)
         l_contrast = (
-            anchor_contrast_loss(e_lr, e_sel, cfg.anchor_tau)
-            if cfg.anchor_contrast > 0 and len(items) > 1
+            anchor_contrast_loss(src, tgt, cfg.anchor_tau)
+            if cfg.anchor_contrast > 0 and len(src) > 1
             else l_anchor.new_zeros(())
         )
         eta = cfg.eta if cfg.use_embedding_critic else 0.0  # no embedding critic: no L_anchor
@@ -251,7 +281,7 @@ class ArcaTrainer(Trainer):
             sync = i == len(live) - 1
             ctx = contextlib.nullcontext() if sync else acc.no_sync(self.net)
             with ctx:
-                loss, stats = self._micro_loss(items, cands, diagnostics and sync)
+                loss, stats = self._micro_loss(items, cands, diagnostics and sync, i)
                 acc.backward(loss / len(live))
             stats_all.append(stats)
         norm = self.clip_and_step(self.params, self.optimizers)

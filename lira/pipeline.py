@@ -59,7 +59,7 @@ class Stage:
 
 
 STAGES: dict[str, Stage] = {
-    "translate": Stage("translate", "lira.translation.runner:run_translate",
+    "translate": Stage("translate", "arca.engine:run_translate",
                        ("data", "translation"), TranslationConfig,
                        "fill the translation store with K candidates per source text and critic scores"),
     "arca": Stage("arca", "arca.engine:run_arca", ("models", "arca"), ArcaConfig,

@@ -111,10 +111,13 @@ class TranslatorConfig:
 
 @dataclass
 class CriticConfig:
-    """The LLM judge scoring (source, candidate) on semantic/emotional/pragmatic 1-10."""
+    """The judge scoring (source, candidate) on semantic/emotional/pragmatic 1-10: an LLM (the
+    paper's critic), or a multilingual encoder's cosine (``kind: embedding``, beyond the paper)."""
 
-    kind: Literal["vllm", "openai", "transformers", "none"] = "transformers"
-    """none: no LLM critic (ablation); every candidate gets neutral scores flagged as such."""
+    kind: Literal["vllm", "openai", "transformers", "embedding", "none"] = "transformers"
+    """none: no critic (ablation); every candidate gets neutral scores flagged as such;
+    embedding: cos(e(source), e(candidate)) of a multilingual encoder mapped to 1-10 (semantic;
+    emotional and pragmatic repeat it), one encoding per text, no LLM."""
     model: str = "demo:smollm2"
     """Hub id, folder or demo alias of the critic LLM."""
     base_url: str = ""
@@ -135,10 +138,23 @@ class CriticConfig:
     """vLLM: GPUs one critic engine splits the model over."""
     prompt_version: str = "paper-v1"
     """Version of the critic prompt (lira/prompts.py); part of the store key."""
+    encoder: str = ""
+    """kind=embedding: sentence-transformers model (folder, hub id or demo alias) whose cosine
+    scores a pair; empty = the run's g (models.encoder, through its embedding cache)."""
+    cos_low: float = 0.0
+    """kind=embedding: the cosine mapped to score 1 (lower cosines also score 1)."""
+    cos_high: float = 1.0
+    """kind=embedding: the cosine mapped to score 10; score = 1 + 9 (cos - cos_low) / (cos_high -
+    cos_low) rounded half up, clipped to 1-10."""
 
     def __post_init__(self) -> None:
         check(self.max_new_tokens >= 16, "max_new_tokens", "JSON scores need >= 16 tokens")
-        check_client(self, needs_model=self.kind != "none")
+        check_client(self, needs_model=self.kind not in ("none", "embedding"))
+        check(
+            -1.0 <= self.cos_low < self.cos_high <= 1.0,
+            "cos_low",
+            f"needs -1 <= cos_low < cos_high <= 1 (got {self.cos_low}, {self.cos_high})",
+        )
 
 
 @dataclass

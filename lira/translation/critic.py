@@ -9,6 +9,14 @@ retried (sampled, temperature ``RETRY_TEMPERATURE``) up to ``max_retries`` times
 recorded as failures with their raw text — never a crash, never a silent default.
 ``kind: none`` builds no critic (ablation): candidates carry no scores.
 
+``kind: embedding`` (:class:`EmbeddingCritic`, beyond the paper) needs no LLM: a multilingual
+encoder e (the run's g, or ``critic.encoder``) scores semantic = round(1 + 9 (cos(e(x), e(y)) -
+cos_low) / (cos_high - cos_low)), clipped to 1-10. An encoder measures meaning only, so
+emotional and pragmatic repeat the semantic score (Eq. 7's 0.1 (alpha s + beta e + gamma p)
+then reads 0.1 s with the paper's weights, which sum to 1). It costs one encoding per text
+(the caller's ``encode`` may cache them: the pipeline passes g's embedding cache) and scales to
+any number of candidates; its raw reply records the cosine.
+
 :func:`parse_scores` accepts anything (non-str, bytes, huge numbers, deep nesting, random
 bytes) and raises only :class:`CriticParseError`; it accepts exactly a JSON object with the
 three keys, each an integer 1-10 (no duplicate keys, no extra keys, no floats or booleans).
@@ -20,11 +28,13 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import reprlib
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from lira.prompts import critic_prompt
 from lira.translation.config import CriticConfig
@@ -34,6 +44,10 @@ from lira.translation.translators import (
     chat_messages,
     vllm_engine,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
 
 log = logging.getLogger(__name__)
 
@@ -154,9 +168,70 @@ class CriticResult:
         return self.scores is not None
 
 
-def critic_id(cfg: CriticConfig) -> str:
-    """Identity of a critic (stored with its scores; another critic re-scores)."""
+def critic_id(cfg: CriticConfig, g_name: str = "") -> str:
+    """Identity of a critic (stored with its scores; another critic re-scores). An embedding
+    critic is its encoder (``g_name``, the run's g, when ``critic.encoder`` is empty) and map."""
+    if cfg.kind == "embedding":
+        return f"embedding:{cfg.encoder or g_name or 'g'}:{cfg.cos_low:g}-{cfg.cos_high:g}"
     return f"{cfg.kind}:{cfg.model}:{cfg.prompt_version}"
+
+
+Encode = Callable[[list[str]], "np.ndarray | torch.Tensor"]
+"""texts -> [N, d] sentence vectors (any scale; cosines are taken)."""
+
+
+def cos_to_score(cos: float, low: float = 0.0, high: float = 1.0) -> int:
+    """The embedding critic's 1-10 score of a cosine: 1 + 9 (cos - low) / (high - low) rounded
+    half up, clipped to 1-10 (a non-finite cosine scores 1)."""
+    if not math.isfinite(cos):
+        return 1
+    return int(min(10, max(1, math.floor(1.5 + 9 * (cos - low) / (high - low)))))
+
+
+class EmbeddingCritic:
+    """Scores (source, candidate) by cos(e(source), e(candidate)) mapped to 1-10 (``kind:
+    embedding``): one ``encode`` of the distinct texts per call; never raises per item."""
+
+    def __init__(self, cfg: CriticConfig, encode: Encode, g_name: str = "") -> None:
+        if cfg.kind != "embedding":
+            raise ValueError(f"EmbeddingCritic needs critic kind 'embedding', got {cfg.kind!r}")
+        self.cfg, self.encode = cfg, encode
+        self.id = critic_id(cfg, g_name)
+
+    def cosines(self, sources: Sequence[str], candidates: Sequence[str]) -> list[float]:
+        """cos(e(source_i), e(candidate_i)) per pair (each distinct text encoded once)."""
+        import torch
+        import torch.nn.functional as F
+
+        texts = list(dict.fromkeys([*sources, *candidates]))
+        if not texts:
+            return []
+        vecs = F.normalize(
+            torch.as_tensor(self.encode(texts)).float().reshape(len(texts), -1), dim=-1
+        )
+        row = {t: i for i, t in enumerate(texts)}
+        a = vecs[[row[t] for t in sources]]
+        b = vecs[[row[t] for t in candidates]]
+        return (a * b).sum(-1).tolist()
+
+    def score(
+        self, sources: Sequence[str], candidates: Sequence[str], lang: str = ""
+    ) -> list[CriticResult]:
+        """Judge each pair: (s, s, s) with s = :func:`cos_to_score` of its cosine."""
+        if len(sources) != len(candidates):
+            raise ValueError(f"{len(sources)} sources but {len(candidates)} candidates")
+        t0 = time.perf_counter()
+        try:
+            cos = self.cosines(sources, candidates)
+        except Exception as e:  # an encoder failure fails the chunk, scored again next run
+            err = f"encoder failed: {type(e).__name__}: {e}"
+            return [CriticResult(None, f"<{err}>", err) for _ in sources]
+        dt = (time.perf_counter() - t0) / max(len(cos), 1)
+        out = []
+        for c in cos:
+            s = cos_to_score(c, self.cfg.cos_low, self.cfg.cos_high)
+            out.append(CriticResult((s, s, s), json.dumps({"cos": round(c, 6)}), None, 1, dt))
+        return out
 
 
 class Critic:
@@ -316,6 +391,34 @@ class Critic:
         return results  # type: ignore[return-value]
 
 
-def build_critic(cfg: CriticConfig, constrained: bool = True, cache_dir: str = "") -> Critic | None:
-    """The configured critic, or None for ``kind: none`` (ablation: candidates carry no scores)."""
-    return None if cfg.kind == "none" else Critic(cfg, constrained, cache_dir)
+def build_critic(
+    cfg: CriticConfig,
+    constrained: bool = True,
+    cache_dir: str = "",
+    encode: Encode | None = None,
+    g_name: str = "",
+) -> Critic | EmbeddingCritic | None:
+    """The configured critic, or None for ``kind: none`` (ablation: candidates carry no scores).
+    ``kind: embedding`` needs ``encode`` (texts -> vectors; :func:`st_encode` for
+    ``critic.encoder``, the caller's g otherwise) and names it ``g_name``."""
+    if cfg.kind == "none":
+        return None
+    if cfg.kind == "embedding":
+        if encode is None:
+            if not cfg.encoder:
+                raise ValueError(
+                    "critic kind 'embedding' with the run's g needs an encode function"
+                )
+            encode = st_encode(cfg.encoder, cache_dir)
+        return EmbeddingCritic(cfg, encode, g_name)
+    return Critic(cfg, constrained, cache_dir)
+
+
+def st_encode(ref: str, cache_dir: str = "") -> Encode:
+    """texts -> vectors of the sentence-transformers model ``ref`` (folder, hub id, demo alias)."""
+    from sentence_transformers import SentenceTransformer
+
+    from lira.demo import resolve_model
+
+    model = SentenceTransformer(resolve_model(ref, cache_dir), device="cpu")
+    return lambda texts: model.encode(texts, convert_to_numpy=True, show_progress_bar=False)

@@ -54,6 +54,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from lira.checkpoint import write_json
+from lira.config import ModelsConfig
 from lira.data.splits import Splits, load_splits
 from lira.data.types import Record
 from lira.data.xquad_r import plain_qid
@@ -61,7 +62,7 @@ from lira.errors import LiRAError, MissingFileError, UserInputError
 from lira.prompts import language_name
 from lira.translation.cleanup import clean_translation
 from lira.translation.config import PoolRun, TranslationConfig, TranslationRun, TranslatorConfig
-from lira.translation.critic import build_critic, critic_id
+from lira.translation.critic import Encode, build_critic, critic_id
 from lira.translation.shards import (
     Shard,
     find_shard_stores,
@@ -379,12 +380,31 @@ def _translate_one(
     stats["texts_per_s"] = round(done / max(stats["seconds"], 1e-9), 3)
 
 
+def g_encode(models: ModelsConfig) -> tuple[Encode, str]:
+    """The run's g as the embedding critic's encoder (no cache): texts -> [N, d] sentence
+    vectors (a token-level g: the masked mean of its token states) and g's name."""
+    import torch
+
+    from lira.models import load_encoder
+
+    encoder = load_encoder(models)
+
+    @torch.no_grad()
+    def encode(texts: list[str]) -> torch.Tensor:
+        tokens, mask = encoder(list(texts), "query")  # [N, L, d], [N, L]
+        m = mask.to(tokens.dtype).unsqueeze(-1)
+        return ((tokens * m).sum(1) / m.sum(1).clamp_min(1.0)).float().cpu()
+
+    return encode, str(getattr(encoder, "name", "") or models.encoder)
+
+
 def _score(
     store: TranslationStore,
     tc: TranslationConfig,
     translators: list[TranslatorConfig],
     by_lang: dict[str, list[str]],
     cache_dir: str = "",
+    g: Callable[[], tuple[Encode, str]] | None = None,
 ) -> dict[str, Any]:
     """Run the critic on ok rows it has not scored yet, or whose scoring failed; its stats.
 
@@ -392,6 +412,8 @@ def _score(
     critic had failed in an earlier run (tried again here); ``corrupt``: pairs whose stored
     scores were outside 1-10 (scored again here); ``by_others``: pairs another
     process scored meanwhile. Failed pairs keep ``scores=None`` until a later run scores them.
+    ``g``: builds (encode, name) of the run's g for ``critic.kind: embedding`` (called only
+    when that critic has pairs to score).
     """
     stats: dict[str, Any] = {
         "kind": tc.critic.kind, "scored": 0, "failed": 0, "retried": 0, "corrupt": 0,
@@ -399,7 +421,13 @@ def _score(
     }  # fmt: skip
     if tc.critic.kind == "none":
         return stats
-    cid = critic_id(tc.critic)
+    encode: Encode | None = None
+    g_name = ""
+    if tc.critic.kind == "embedding" and not tc.critic.encoder:
+        if g is None:
+            raise ValueError("critic kind 'embedding' with the run's g needs the run's models")
+        encode, g_name = g()
+    cid = critic_id(tc.critic, g_name)
     keys = [key_for(x, lang, t) for t in translators for lang, texts in by_lang.items()
             for x in dict.fromkeys(texts)]  # fmt: skip
     before = store.states(keys, _CRITIC_STATE)
@@ -435,7 +463,8 @@ def _score(
         todo_keys = [it[0] for _, it in todo]
         for idx in _leased(store, todo_keys, _CRITIC_STATE, before, chunk, "critic", elsewhere):
             part = [todo[j] for j in idx]
-            critic = critic or build_critic(tc.critic, cache_dir=cache_dir)
+            critic = critic or build_critic(tc.critic, cache_dir=cache_dir, encode=encode,
+                                            g_name=g_name)  # fmt: skip
             updates = []
             for lang in dict.fromkeys(lang for lang, _ in part):
                 items = [it for lg, it in part if lg == lang]
@@ -462,11 +491,16 @@ def _score(
 
 
 def fill_store(
-    cfg: PoolRun, sources: Sources, store: TranslationStore | None = None
+    cfg: PoolRun,
+    sources: Sources,
+    store: TranslationStore | None = None,
+    g: Callable[[], tuple[Encode, str]] | None = None,
 ) -> dict[str, Any]:
     """Make sure every source has its pass@k candidates and critic scores; returns a summary.
 
-    ``sources``: Records (``.text``, ``.lang``), (text, lang) pairs or {lang: [texts]}.
+    ``sources``: Records (``.text``, ``.lang``), (text, lang) pairs or {lang: [texts]}. ``g``:
+    the embedding critic's (encode, name) factory for the run's g (default :func:`g_encode`,
+    uncached; ``lira translate`` in a run passes g's embedding cache).
     """
     tc = cfg.translation
     by_lang = group_sources(sources)
@@ -522,7 +556,8 @@ def fill_store(
             finally:
                 for f in futures:
                     f.result()
-        summary["critic"] = _score(store, tc, active, by_lang, cfg.models.cache_dir)
+        g = g or (lambda: g_encode(cfg.models))
+        summary["critic"] = _score(store, tc, active, by_lang, cfg.models.cache_dir, g)
     finally:
         for st in threads:
             st.close()
@@ -700,9 +735,14 @@ def merge_shards(cfg: TranslationRun, paths: list[str] | None = None) -> dict[st
     return summary
 
 
-def run_translate(cfg: TranslationRun, args: Namespace | None = None) -> dict[str, Any]:
+def run_translate(
+    cfg: TranslationRun,
+    args: Namespace | None = None,
+    g: Callable[[], tuple[Encode, str]] | None = None,
+) -> dict[str, Any]:
     """``lira translate CONFIG [--import FILE --translator NAME | --shard I/N | --merge [STORE …]]``;
-    writes translate_summary.json (``translate_summary.shard-<i>-of-<n>.json`` for a shard)."""
+    writes translate_summary.json (``translate_summary.shard-<i>-of-<n>.json`` for a shard).
+    ``g``: the embedding critic's encoder factory (:func:`fill_store`)."""
     out = Path(cfg.output_dir)
     import_file = getattr(args, "import_file", None) if args is not None else None
     merge = getattr(args, "merge", None) if args is not None else None
@@ -749,7 +789,7 @@ def run_translate(cfg: TranslationRun, args: Namespace | None = None) -> dict[st
         name = f"translate_summary.shard-{shard.index}-of-{shard.count}.json"
         log.info("shard %s: %d of %d source texts -> %s", shard, len(sources), n_all, path)
     _fill_references(cfg, splits, shard)
-    summary = fill_store(cfg, sources)
+    summary = fill_store(cfg, sources, g=g)
     if shard is not None:
         summary["shard"] = str(shard)
     write_json(out / name, summary)
