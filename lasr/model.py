@@ -59,13 +59,14 @@ from lira.checkpoint import (
     load_safetensors,
     read_meta,
     state_mismatch,
+    write_manifest,
 )
 from lira.config import ModelsConfig, from_dict, to_dict
-from lira.encoding import length_batches
+from lira.encoding import check_texts, length_batches
 from lira.errors import UserInputError
 from lira.models import Backbone, load_backbone
 from lira.models.devices import resolve_device
-from lira.translation.config import Pool, TranslationConfig, TranslatorConfig
+from lira.translation.config import Pool, TranslationConfig, TranslatorConfig, path_too_long
 from lira.translation.runner import fill_store
 from lira.translation.store import TranslationStore
 from lira.translation.types import NEUTRAL_SCORE, Candidate
@@ -139,6 +140,9 @@ class LiRAModel(nn.Module):
         self.backbone = backbone
         self.arca = arca
         self.store, self.online = store, online
+        self.caller_translation: TranslationConfig | None = translation
+        """The config whose translators online translation runs (a loaded folder's: the
+        caller's ``translation=``, never the folder's own translators; None: none runs)."""
         if online and store is None:
             raise ValueError(
                 "online translation writes into a store: pass store=TranslationStore(path)"
@@ -225,6 +229,7 @@ class LiRAModel(nn.Module):
         state = {k: v.detach().cpu().contiguous() for k, v in self.net.adaptor.state_dict().items()}
         save_file(state, str(path / ADAPTOR_NAME))
         self.arca.save_pretrained(path / "arca")
+        write_manifest(path)  # sizes + sha256: from_pretrained checks them (none = damaged)
 
     def share_streams(self, other: LiRAModel) -> None:
         """Memoise streams in ``other``'s table (the same Arca, backbone and store give the same
@@ -270,7 +275,8 @@ class LiRAModel(nn.Module):
                          RETIRED_FORMATS)  # fmt: skip
         _refuse_endpoints(meta, path)
         models = from_dict(ModelsConfig, meta["models"], "models")
-        saved = _with_endpoints(meta["translation"], translation)
+        caller = translation
+        saved = _described(_with_endpoints(meta["translation"], caller))
         translation = from_dict(TranslationConfig, saved, "translation")
         arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
         lasr = from_dict(LaSRConfig, _lasr_meta(meta["lasr"], path), "lasr")
@@ -283,7 +289,7 @@ class LiRAModel(nn.Module):
         backbone = backbone if backbone is not None else load_backbone(models)
         arca = _arca_from_folder(path / "arca", backbone)
         if store is None and load_store and meta.get("store"):
-            where = path / meta["store"]
+            where = _store_in_folder(meta["store"], path)
             if where.is_file():
                 store = TranslationStore(where)
             else:
@@ -294,6 +300,7 @@ class LiRAModel(nn.Module):
                     path,
                 )
         model = cls(models, translation, arca_cfg, lasr, backbone, arca, store, online)
+        model.caller_translation = caller  # what runs online: the caller's, never the folder's
         head = load_safetensors(path / HEAD_NAME)
         adaptor = load_safetensors(path / ADAPTOR_NAME)
         try:
@@ -324,8 +331,10 @@ class LiRAModel(nn.Module):
         for lang, rows in groups.items():
             sub = [texts[i] for i in rows]
             if self.online:
-                _require_endpoints(self.translation_cfg, translators)
-                run = Pool(models=self.models_cfg, translation=self.translation_cfg)
+                run_cfg = _runnable(self.caller_translation, translators)
+                translators = _same_names(run_cfg, translators)
+                _require_endpoints(run_cfg, translators)
+                run = Pool(models=self.models_cfg, translation=run_cfg)
                 fill_store(run, {lang: list(dict.fromkeys(sub))}, self.store)
             found = self.store.candidates(sub, lang, translators)
             for i, c in zip(rows, found):
@@ -497,6 +506,7 @@ def _texts_and_langs(
 ) -> tuple[list[str], list[str]]:
     """``texts`` and one language per text (unknown when ``langs`` is None), checked."""
     texts = list(texts)
+    check_texts(texts)
     langs = list(langs) if langs is not None else [UNKNOWN_LANG] * len(texts)
     if len(langs) != len(texts):
         raise ValueError(f"got {len(texts)} texts but {len(langs)} langs; pass one lang per text")
@@ -620,6 +630,70 @@ def _endpoint_of(saved: dict[str, Any], caller: dict[str, Any] | None) -> dict[s
     if out.get("kind") == "openai" and not out.get("base_url"):
         out["base_url"], out["api_key_env"] = NO_ENDPOINT, ""
     return out
+
+
+def _described(saved: dict[str, Any]) -> dict[str, Any]:
+    """A folder's ``translation`` dict as a description only: no ``engine_kwargs`` (vLLM
+    arguments such as ``trust_remote_code``); online translation runs the caller's translators
+    of the same names (:func:`_runnable`), never these."""
+    saved = dict(saved)
+    for key in ("llm_translators", "mt_translators"):
+        saved[key] = [{**t, "engine_kwargs": {}} if isinstance(t, dict) else t
+                      for t in saved.get(key) or []]  # fmt: skip
+    return saved
+
+
+def _runnable(
+    caller: TranslationConfig | None, translators: Sequence[TranslatorConfig]
+) -> TranslationConfig:
+    """The config online translation runs: the caller's, which must name every translator of
+    ``translators`` (a model folder names its translators; their kind, model, engine arguments
+    and endpoints come from the caller only). UserInputError otherwise."""
+    theirs = {t.name for t in caller.llm_translators + caller.mt_translators} if caller else set()
+    missing = [t.name for t in translators if t.name not in theirs and t.kind != "reference"]
+    if caller is None or missing:
+        names = ", ".join(repr(n) for n in (missing or [t.name for t in translators])[:5])
+        raise UserInputError(
+            f"online translation needs the endpoints of {' '.join(names.split())} from your "
+            "own config: a model folder only names its translators and never chooses what runs "
+            "(kind, model, engine_kwargs, endpoints); load it with "
+            "LiRAModel.from_pretrained(folder, translation=cfg.translation) where cfg has "
+            "translators of these names, or evaluate offline"
+        )
+    return caller
+
+
+def _same_names(
+    run_cfg: TranslationConfig, translators: Sequence[TranslatorConfig]
+) -> list[TranslatorConfig]:
+    """The translators of ``run_cfg`` named like ``translators`` (the store keys what runs)."""
+    theirs = {t.name: t for t in run_cfg.llm_translators + run_cfg.mt_translators}
+    return [theirs.get(t.name, t) for t in translators]
+
+
+def _store_in_folder(store: str, path: Path) -> Path:
+    """The store file a folder names: relative and inside the folder (or the file beside it
+    that `lira lasr` writes, ``../<name>``); CheckpointError for any other path."""
+    where = path / store
+    why = path_too_long(store) if isinstance(store, str) else f"{store!r} is not a path"
+    if why is None:
+        beside = Path(store).parent == Path("..") and Path(store).name not in ("", "..", ".")
+        try:
+            inside = where.resolve().is_relative_to(path.resolve())
+            beside = beside and where.resolve().parent == path.resolve().parent
+            if (inside or beside) and where.exists() and not where.is_file():
+                why = f"{store!r} is not a file"
+        except (OSError, ValueError, RuntimeError):  # unreadable, symlink loop
+            inside = beside = False
+        if not (inside or beside):
+            why = f"{store!r} leaves the model folder"
+    if why is not None:
+        raise CheckpointError(
+            f"{path / CONFIG_NAME}: store {why}; a folder's store is a file inside it: copy "
+            "the store into the folder and set store to its name, or pass "
+            "store=TranslationStore(path)"
+        )
+    return where
 
 
 def _require_endpoints(

@@ -35,6 +35,7 @@ from typing import Any
 from arca.config import TuneTranslatorConfig
 from evaluators.config import EvalConfig
 from lira.ablate import ROWS as ABLATION_ROWS
+from lira.checkpoint import run_lock
 from lira.config import field_docs, open_sections
 from lira.errors import LiRAError, UserInputError
 from lira.pipeline import STAGES, load_engine
@@ -46,6 +47,11 @@ ENVIRONMENT_ERRNOS = {
     errno.EROFS: "the file system is read-only: choose a writable --output-dir",
     errno.EACCES: "check the permissions, or choose a writable --output-dir",
     errno.EPERM: "check the permissions, or choose a writable --output-dir",
+    errno.EEXIST: "a file stands where LiRA makes a folder: move it away, or choose another "
+    "--output-dir",
+    errno.ENOTDIR: "a file stands where LiRA needs a folder: move it away, or choose another "
+    "--output-dir",
+    errno.ENAMETOOLONG: "choose a shorter path",
 }
 """OS errors a user fixes (disk full, read-only, permission) and the fix printed with them."""
 
@@ -245,7 +251,14 @@ def user_error(e: BaseException) -> tuple[str, int] | None:
         msg, code = f"{e}; {ENVIRONMENT_ERRNOS[e.errno]}", 1
     else:
         return None
-    return " ".join(msg.split()) or type(e).__name__, code
+    msg = " ".join(msg.split()) or type(e).__name__
+    if len(msg) > MAX_MESSAGE:  # e.g. a 10 MB path in an OSError: keep its start and the fix
+        msg = f"{msg[: MAX_MESSAGE // 2]} …[{len(msg) - MAX_MESSAGE} characters]… {msg[-MAX_MESSAGE // 2 :]}"
+    return msg, code
+
+
+MAX_MESSAGE = 2000
+"""Longest error line printed (the start and the end of a longer one, with the fix)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -297,4 +310,8 @@ def _dispatch(args: argparse.Namespace) -> None:
     if args.command == "tune-translator" and args.evaluate:
         target = "evaluators.translators:run_translator_eval"
     engine = _load_engine(target)
-    engine(cfg, args)
+    if args.command == "translate" and getattr(args, "shard", None) is not None:
+        engine(cfg, args)  # shards of one store run side by side (each writes its own file)
+        return
+    with run_lock(cfg.output_dir, f"lira {args.command}"):  # one run per output folder
+        engine(cfg, args)
