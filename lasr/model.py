@@ -143,6 +143,9 @@ class LiRAModel(nn.Module):
         self.caller_translation: TranslationConfig | None = translation
         """The config whose translators online translation runs (a loaded folder's: the
         caller's ``translation=``, never the folder's own translators; None: none runs)."""
+        self.foreign_store: Path | None = None
+        """A loaded folder's store that lies outside the folder and its run (an older layout):
+        read, never written by online translation."""
         if online and store is None:
             raise ValueError(
                 "online translation writes into a store: pass store=TranslationStore(path)"
@@ -288,10 +291,12 @@ class LiRAModel(nn.Module):
             )
         backbone = backbone if backbone is not None else load_backbone(models)
         arca = _arca_from_folder(path / "arca", backbone)
+        foreign = None
         if store is None and load_store and meta.get("store"):
-            where = _store_in_folder(meta["store"], path)
+            where, outside = _store_in_folder(meta["store"], path)
             if where.is_file():
                 store = TranslationStore(where)
+                foreign = where if outside else None
             else:
                 log.warning(
                     "translation store %s of the LiRA model %s not found: non-English texts "
@@ -301,6 +306,7 @@ class LiRAModel(nn.Module):
                 )
         model = cls(models, translation, arca_cfg, lasr, backbone, arca, store, online)
         model.caller_translation = caller  # what runs online: the caller's, never the folder's
+        model.foreign_store = foreign
         head = load_safetensors(path / HEAD_NAME)
         adaptor = load_safetensors(path / ADAPTOR_NAME)
         try:
@@ -331,6 +337,7 @@ class LiRAModel(nn.Module):
         for lang, rows in groups.items():
             sub = [texts[i] for i in rows]
             if self.online:
+                _refuse_foreign_store(self.foreign_store)
                 run_cfg = _runnable(self.caller_translation, translators)
                 translators = _same_names(run_cfg, translators)
                 _require_endpoints(run_cfg, translators)
@@ -652,9 +659,9 @@ def _runnable(
     theirs = {t.name for t in caller.llm_translators + caller.mt_translators} if caller else set()
     missing = [t.name for t in translators if t.name not in theirs and t.kind != "reference"]
     if caller is None or missing:
-        names = ", ".join(repr(n) for n in (missing or [t.name for t in translators])[:5])
+        names = ", ".join(n[:80] for n in (missing or [t.name for t in translators])[:5])
         raise UserInputError(
-            f"online translation needs the endpoints of {' '.join(names.split())} from your "
+            f"online translation needs the endpoints of {names} from your "
             "own config: a model folder only names its translators and never chooses what runs "
             "(kind, model, engine_kwargs, endpoints); load it with "
             "LiRAModel.from_pretrained(folder, translation=cfg.translation) where cfg has "
@@ -671,29 +678,40 @@ def _same_names(
     return [theirs.get(t.name, t) for t in translators]
 
 
-def _store_in_folder(store: str, path: Path) -> Path:
-    """The store file a folder names: relative and inside the folder (or the file beside it
-    that `lira lasr` writes, ``../<name>``); CheckpointError for any other path."""
-    where = path / store
+def _store_in_folder(store: str, path: Path) -> tuple[Path, bool]:
+    """(the store file a folder names, whether it lies outside the folder and its run).
+
+    A folder's store is a relative path inside the folder, or the run's store beside it
+    (``../<name>``, as `lira lasr` saves). Any other relative path (``../../x``, an older
+    layout) is only read: online translation never writes into it
+    (:func:`_refuse_foreign_store`). A path no file system takes (10 MB, NUL, a part over 255
+    bytes) is a CheckpointError."""
     why = path_too_long(store) if isinstance(store, str) else f"{store!r} is not a path"
-    if why is None:
-        beside = Path(store).parent == Path("..") and Path(store).name not in ("", "..", ".")
-        try:
-            inside = where.resolve().is_relative_to(path.resolve())
-            beside = beside and where.resolve().parent == path.resolve().parent
-            if (inside or beside) and where.exists() and not where.is_file():
-                why = f"{store!r} is not a file"
-        except (OSError, ValueError, RuntimeError):  # unreadable, symlink loop
-            inside = beside = False
-        if not (inside or beside):
-            why = f"{store!r} leaves the model folder"
     if why is not None:
         raise CheckpointError(
             f"{path / CONFIG_NAME}: store {why}; a folder's store is a file inside it: copy "
             "the store into the folder and set store to its name, or pass "
             "store=TranslationStore(path)"
         )
-    return where
+    where = path / store
+    try:
+        real, home = where.resolve(), path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return where, True
+    beside = Path(store).parent == Path("..") and real.parent == home.parent
+    return where, not (real.is_relative_to(home) or beside)
+
+
+def _refuse_foreign_store(where: Path | None) -> None:
+    """UserInputError when online translation would write into a store that a loaded folder
+    names outside itself and its run (the folder may not choose where texts are written)."""
+    if where is not None:
+        raise UserInputError(
+            f"online translation writes into the model's store, and the folder names {where}, "
+            "outside the folder and its run: pass a store you choose with "
+            "LiRAModel.from_pretrained(folder, store=TranslationStore(path)), or copy the store "
+            "into the folder"
+        )
 
 
 def _require_endpoints(
