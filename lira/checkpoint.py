@@ -21,6 +21,10 @@ Every checkpoint of the Arca, LaSR and baseline trainers also holds its run fing
 (:data:`FINGERPRINT_FILE`, :func:`run_fingerprint`: the config values that shaped it);
 ``--resume`` continues a checkpoint only when it matches the config (:func:`check_fingerprint`),
 and a fresh run first removes a previous run's checkpoints (:func:`clear_previous_run`).
+
+A folder without a manifest, or whose manifest lacks a file's sha256, is damaged (LiRA never
+writes one). One run writes into an output folder at a time: :func:`run_lock` holds
+``fcntl.flock`` on :data:`RUN_LOCK` there, and a second run stops naming the holder's pid.
 """
 
 from __future__ import annotations

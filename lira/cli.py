@@ -17,6 +17,10 @@ translation store, checkpoints; a path that does not exist; a full, read-only or
 output location) print one line ``lira: <message>`` on stderr and exit non-zero (2 for config
 errors, 1 otherwise, 130 on Ctrl-C) without a traceback; ``-v`` adds the traceback. Any other
 exception is a bug and keeps its traceback.
+
+Every command that writes into ``output_dir`` holds its run lock
+(:func:`lira.checkpoint.run_lock`): a second run into the same folder stops in one line naming
+the first one's pid (``translate --shard`` excepted: shards run side by side).
 """
 
 from __future__ import annotations
