@@ -10,7 +10,10 @@ g the vector [1, d]. A g that is being trained (full or LoRA) never uses the cac
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import logging
+import re
 import sqlite3
 import threading
 import time
@@ -24,11 +27,14 @@ from tqdm.auto import tqdm
 
 from lira.config import ModelsConfig
 from lira.demo import resolve_model
+from lira.errors import LiRAError
 from lira.models import load_encoder
 from lira.models.loading import CHARS_PER_TOKEN, folder_fingerprint
 from lira.training import live_world
 from lira.translation.critic import Encode
 from lira.translation.runner import g_encode
+
+log = logging.getLogger(__name__)
 
 CACHE_FILE = Path("cache") / "g_embeddings.sqlite"
 """Where a run keeps the frozen-g cache, relative to its output directory."""
@@ -79,22 +85,48 @@ CREATE TABLE IF NOT EXISTS g_embeddings (
 """
 
 
+class GCacheError(LiRAError, RuntimeError):
+    """The frozen-g cache cannot be opened or written (full disk, a file in the way, damage)."""
+
+
+def _cache_error(path: Path, e: BaseException) -> GCacheError:
+    """The one-line error for ``e`` on the cache at ``path``, with the fix."""
+    text, code = str(e), getattr(e, "errno", None)
+    if code in (errno.EEXIST, errno.ENOTDIR):
+        fix = f"a file stands where the folder {path.parent} goes: move it away"
+    elif code in (errno.ENOSPC, errno.EDQUOT) or "disk is full" in text:
+        fix = "free disk space, or set models.encoder_cache: false (g is then run every time)"
+    else:
+        fix = "delete the file (it is rebuilt) or set models.encoder_cache: false"
+    return GCacheError(f"frozen-g cache {path}: {' '.join(text.split())[:300]}; {fix}")
+
+
 class GEmbeddingCache:
-    """SQLite cache of a frozen g's outputs: key -> float32 array [rows, dim] (WAL, upserts)."""
+    """SQLite cache of a frozen g's outputs: key -> float32 array [rows, dim] (WAL, upserts).
+
+    A row whose blob does not hold ``rows x dim`` finite float32 values (a damaged file) is
+    read as a miss: it is computed again and replaced (:attr:`damaged` counts them), as the
+    translation store reads damaged critic scores. A full disk or a file in the way is one
+    :class:`GCacheError` naming the file and the fix."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.executescript(_SCHEMA)
-        self._conn.commit()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
+            self._conn.execute("PRAGMA journal_mode=WAL")
+            self._conn.executescript(_SCHEMA)
+            self._conn.commit()
+        except (OSError, sqlite3.Error) as e:
+            raise _cache_error(self.path, e) from None
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
         self.pending: dict[str, tuple[np.ndarray, str]] = {}
         """Rows computed by a process that does not write (:meth:`put`): key -> (array,
         encoder id), stored by the writer at the next :meth:`sync`."""
+        self.damaged = 0
+        """Rows read with a damaged blob (wrong size, NaN/inf): recomputed and replaced."""
 
     def close(self) -> None:
         """Close the connection."""
@@ -104,12 +136,24 @@ class GEmbeddingCache:
         """The stored arrays of those ``keys`` that are present."""
         out = {k: self.pending[k][0] for k in keys if k in self.pending}
         uniq = [k for k in dict.fromkeys(keys) if k not in out]
+        damaged = 0
         with self._lock:
-            for i in range(0, len(uniq), 500):
-                chunk = uniq[i : i + 500]
-                q = f"SELECT key, rows, dim, vec FROM g_embeddings WHERE key IN ({','.join('?' * len(chunk))})"
-                for key, rows, dim, blob in self._conn.execute(q, chunk):
-                    out[key] = np.frombuffer(blob, dtype=np.float32).reshape(rows, dim)
+            try:
+                for i in range(0, len(uniq), 500):
+                    chunk = uniq[i : i + 500]
+                    q = f"SELECT key, rows, dim, vec FROM g_embeddings WHERE key IN ({','.join('?' * len(chunk))})"
+                    for key, rows, dim, blob in self._conn.execute(q, chunk):
+                        vec = _blob_array(blob, rows, dim)
+                        if vec is None:
+                            damaged += 1
+                        else:
+                            out[key] = vec
+            except sqlite3.Error as e:
+                raise _cache_error(self.path, e) from None
+        if damaged:
+            self.damaged += damaged
+            log.warning("frozen-g cache %s: %d damaged row(s) (wrong size or NaN/inf) are "
+                        "computed again and replaced", self.path, damaged)  # fmt: skip
         return out
 
     def put(self, items: dict[str, np.ndarray], enc_id: str) -> None:
@@ -125,10 +169,13 @@ class GEmbeddingCache:
              np.ascontiguousarray(v, dtype=np.float32).tobytes(), now)
             for k, v in items.items()
         ]  # fmt: skip
-        with self._lock, self._conn:
-            self._conn.executemany(
-                "INSERT OR REPLACE INTO g_embeddings VALUES (?, ?, ?, ?, ?, ?)", rows
-            )
+        try:
+            with self._lock, self._conn:
+                self._conn.executemany(
+                    "INSERT OR REPLACE INTO g_embeddings VALUES (?, ?, ?, ?, ?, ?)", rows
+                )
+        except sqlite3.Error as e:
+            raise _cache_error(self.path, e) from None
 
     def sync(self) -> None:
         """Every process's :attr:`pending` rows go to the writer, which stores them (a
@@ -164,6 +211,11 @@ class GEmbeddingCache:
         (one call, distinct texts only) and are stored. ``bins`` is S for a token-level g."""
         keys = [cache_key(enc_id, t, bins) for t in texts]
         found = self.get(keys)
+        width = re.search(r"\|d=(\d+)\|", enc_id)
+        shape = (bins or 1, int(width[1])) if width else None
+        if shape is not None and any(v.shape != shape for v in found.values()):
+            self.damaged += sum(1 for v in found.values() if v.shape != shape)
+            found = {k: v for k, v in found.items() if v.shape == shape}  # recompute those
         todo = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in found))
         self.hits += sum(1 for k in keys if k in found)
         self.misses += len(todo)
@@ -173,6 +225,16 @@ class GEmbeddingCache:
             self.put(new, enc_id)
             found.update(new)
         return torch.from_numpy(np.stack([found[k] for k in keys]))
+
+
+def _blob_array(blob: object, rows: object, dim: object) -> np.ndarray | None:
+    """The [rows, dim] float32 array of a stored blob; None when it is damaged (not bytes, a
+    size that is not rows x dim x 4, non-positive sizes, NaN or inf)."""
+    ok = isinstance(blob, bytes) and isinstance(rows, int) and isinstance(dim, int)
+    if not ok or rows <= 0 or dim <= 0 or len(blob) != rows * dim * 4:
+        return None
+    vec = np.frombuffer(blob, dtype=np.float32).reshape(rows, dim)
+    return vec if bool(np.isfinite(vec).all()) else None
 
 
 def cache_path(output_dir: str | Path) -> Path:

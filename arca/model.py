@@ -46,7 +46,13 @@ from arca.adaptor import Adaptor
 from arca.config import ArcaConfig
 from arca.g_cache import GEmbeddingCache, cache_path, encoder_id, kind_id, sentence_rows
 from arca.pooling import temporal_pool
-from lira.checkpoint import CheckpointError, checkpoint_problem, load_safetensors, read_meta
+from lira.checkpoint import (
+    CheckpointError,
+    checkpoint_problem,
+    load_safetensors,
+    read_meta,
+    write_manifest,
+)
 from lira.config import ModelsConfig, from_dict, to_dict
 from lira.models import Backbone, load_backbone, load_encoder, saved_encoder_config
 from lira.translation.types import NEUTRAL_SCORE, Candidate
@@ -437,6 +443,7 @@ class ArcaModel(nn.Module):
             tok = getattr(self.encoder, "tokenizer", None)
             if mode == "full" and tok is not None:
                 tok.save_pretrained(str(path / "encoder"))
+        write_manifest(path)  # sizes + sha256: loading checks them (no manifest = damaged)
 
     def load_weights(self, path: str | Path) -> None:
         """Load Adaptor, Actor and (full or LoRA) encoder weights from a saved folder in place."""

@@ -68,13 +68,14 @@ from lira.checkpoint import (
     load_safetensors,
     read_meta,
     state_mismatch,
+    write_manifest,
 )
 from lira.config import ModelsConfig, from_dict, to_dict
-from lira.encoding import length_batches
+from lira.encoding import check_texts, length_batches
 from lira.errors import UserInputError
 from lira.models import Backbone, load_backbone
 from lira.models.devices import resolve_device
-from lira.translation.config import Pool, TranslationConfig, TranslatorConfig
+from lira.translation.config import Pool, TranslationConfig, TranslatorConfig, path_too_long
 from lira.translation.runner import fill_store
 from lira.translation.store import TranslationStore
 from lira.translation.types import NEUTRAL_SCORE, Candidate
@@ -148,6 +149,12 @@ class LiRAModel(nn.Module):
         self.backbone = backbone
         self.arca = arca
         self.store, self.online = store, online
+        self.caller_translation: TranslationConfig | None = translation
+        """The config whose translators online translation runs (a loaded folder's: the
+        caller's ``translation=``, never the folder's own translators; None: none runs)."""
+        self.foreign_store: Path | None = None
+        """A loaded folder's store that lies outside the folder and its run (an older layout):
+        read, never written by online translation."""
         if online and store is None:
             raise ValueError(
                 "online translation writes into a store: pass store=TranslationStore(path)"
@@ -246,6 +253,7 @@ class LiRAModel(nn.Module):
         self.arca.save_pretrained(path / "arca")
         write_st_files(path)
         write_card(self, path, meta)
+        write_manifest(path)  # sizes + sha256, last: from_pretrained checks them (none = damaged)
 
     def push_to_hub(
         self, repo_id: str, private: bool | None = None, token: str | None = None
@@ -322,7 +330,8 @@ class LiRAModel(nn.Module):
                          RETIRED_FORMATS)  # fmt: skip
         _refuse_endpoints(meta, path)
         models = from_dict(ModelsConfig, meta["models"], "models")
-        saved = _with_endpoints(meta["translation"], translation)
+        caller = translation
+        saved = _described(_with_endpoints(meta["translation"], caller))
         translation = from_dict(TranslationConfig, saved, "translation")
         arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
         lasr = from_dict(LaSRConfig, _lasr_meta(meta["lasr"], path), "lasr")
@@ -334,12 +343,14 @@ class LiRAModel(nn.Module):
             )
         backbone = backbone if backbone is not None else load_backbone(models)
         arca = _arca_from_folder(path / "arca", backbone)
+        foreign = None
         if store is None and load_store and meta.get("store"):
-            where = path / meta["store"]
+            where, outside = _store_in_folder(meta["store"], path)
             if where.is_file() and meta["store"] == STORE_NAME:  # the folder's own snapshot
                 store = open_folder_store(where)
             elif where.is_file():  # a folder of an older layout: the run's store beside it
                 store = TranslationStore(where)
+                foreign = where if outside else None
             else:
                 log.warning(
                     "translation store %s of the LiRA model %s not found: non-English texts "
@@ -349,6 +360,8 @@ class LiRAModel(nn.Module):
                 )
         model = cls(models, translation, arca_cfg, lasr, backbone, arca, store, online)
         model.name_or_path, model.card = name, dict(meta.get("card") or {})
+        model.caller_translation = caller  # what runs online: the caller's, never the folder's
+        model.foreign_store = foreign
         head = load_safetensors(path / HEAD_NAME)
         adaptor = load_safetensors(path / ADAPTOR_NAME)
         try:
@@ -379,8 +392,11 @@ class LiRAModel(nn.Module):
         for lang, rows in groups.items():
             sub = [texts[i] for i in rows]
             if self.online:
-                _require_endpoints(self.translation_cfg, translators)
-                run = Pool(models=self.models_cfg, translation=self.translation_cfg)
+                _refuse_foreign_store(self.foreign_store)
+                run_cfg = _runnable(self.caller_translation, translators)
+                translators = _same_names(run_cfg, translators)
+                _require_endpoints(run_cfg, translators)
+                run = Pool(models=self.models_cfg, translation=run_cfg)
                 fill_store(run, {lang: list(dict.fromkeys(sub))}, self.store)
             found = self.store.candidates(sub, lang, translators)
             for i, c in zip(rows, found):
@@ -653,6 +669,7 @@ def _texts_and_langs(
 ) -> tuple[list[str], list[str]]:
     """``texts`` and one language per text (unknown when ``langs`` is None), checked."""
     texts = list(texts)
+    check_texts(texts)
     langs = list(langs) if langs is not None else [UNKNOWN_LANG] * len(texts)
     if len(langs) != len(texts):
         raise ValueError(f"got {len(texts)} texts but {len(langs)} langs; pass one lang per text")
@@ -776,6 +793,81 @@ def _endpoint_of(saved: dict[str, Any], caller: dict[str, Any] | None) -> dict[s
     if out.get("kind") == "openai" and not out.get("base_url"):
         out["base_url"], out["api_key_env"] = NO_ENDPOINT, ""
     return out
+
+
+def _described(saved: dict[str, Any]) -> dict[str, Any]:
+    """A folder's ``translation`` dict as a description only: no ``engine_kwargs`` (vLLM
+    arguments such as ``trust_remote_code``); online translation runs the caller's translators
+    of the same names (:func:`_runnable`), never these."""
+    saved = dict(saved)
+    for key in ("llm_translators", "mt_translators"):
+        saved[key] = [{**t, "engine_kwargs": {}} if isinstance(t, dict) else t
+                      for t in saved.get(key) or []]  # fmt: skip
+    return saved
+
+
+def _runnable(
+    caller: TranslationConfig | None, translators: Sequence[TranslatorConfig]
+) -> TranslationConfig:
+    """The config online translation runs: the caller's, which must name every translator of
+    ``translators`` (a model folder names its translators; their kind, model, engine arguments
+    and endpoints come from the caller only). UserInputError otherwise."""
+    theirs = {t.name for t in caller.llm_translators + caller.mt_translators} if caller else set()
+    missing = [t.name for t in translators if t.name not in theirs and t.kind != "reference"]
+    if caller is None or missing:
+        names = ", ".join(n[:80] for n in (missing or [t.name for t in translators])[:5])
+        raise UserInputError(
+            f"online translation needs the endpoints of {names} from your "
+            "own config: a model folder only names its translators and never chooses what runs "
+            "(kind, model, engine_kwargs, endpoints); load it with "
+            "LiRAModel.from_pretrained(folder, translation=cfg.translation) where cfg has "
+            "translators of these names, or evaluate offline"
+        )
+    return caller
+
+
+def _same_names(
+    run_cfg: TranslationConfig, translators: Sequence[TranslatorConfig]
+) -> list[TranslatorConfig]:
+    """The translators of ``run_cfg`` named like ``translators`` (the store keys what runs)."""
+    theirs = {t.name: t for t in run_cfg.llm_translators + run_cfg.mt_translators}
+    return [theirs.get(t.name, t) for t in translators]
+
+
+def _store_in_folder(store: str, path: Path) -> tuple[Path, bool]:
+    """(the store file a folder names, whether it lies outside the folder and its run).
+
+    A folder's store is a relative path inside the folder, or the run's store beside it
+    (``../<name>``, as `lira lasr` saves). Any other relative path (``../../x``, an older
+    layout) is only read: online translation never writes into it
+    (:func:`_refuse_foreign_store`). A path no file system takes (10 MB, NUL, a part over 255
+    bytes) is a CheckpointError."""
+    why = path_too_long(store) if isinstance(store, str) else f"{store!r} is not a path"
+    if why is not None:
+        raise CheckpointError(
+            f"{path / CONFIG_NAME}: store {why}; a folder's store is a file inside it: copy "
+            "the store into the folder and set store to its name, or pass "
+            "store=TranslationStore(path)"
+        )
+    where = path / store
+    try:
+        real, home = where.resolve(), path.resolve()
+    except (OSError, RuntimeError):  # a symlink loop
+        return where, True
+    beside = Path(store).parent == Path("..") and real.parent == home.parent
+    return where, not (real.is_relative_to(home) or beside)
+
+
+def _refuse_foreign_store(where: Path | None) -> None:
+    """UserInputError when online translation would write into a store that a loaded folder
+    names outside itself and its run (the folder may not choose where texts are written)."""
+    if where is not None:
+        raise UserInputError(
+            f"online translation writes into the model's store, and the folder names {where}, "
+            "outside the folder and its run: pass a store you choose with "
+            "LiRAModel.from_pretrained(folder, store=TranslationStore(path)), or copy the store "
+            "into the folder"
+        )
 
 
 def _require_endpoints(

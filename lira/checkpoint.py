@@ -21,6 +21,10 @@ Every checkpoint of the Arca, LaSR and baseline trainers also holds its run fing
 (:data:`FINGERPRINT_FILE`, :func:`run_fingerprint`: the config values that shaped it);
 ``--resume`` continues a checkpoint only when it matches the config (:func:`check_fingerprint`),
 and a fresh run first removes a previous run's checkpoints (:func:`clear_previous_run`).
+
+A folder without a manifest, or whose manifest lacks a file's sha256, is damaged (LiRA never
+writes one). One run writes into an output folder at a time: :func:`run_lock` holds
+``fcntl.flock`` on :data:`RUN_LOCK` there, and a second run stops naming the holder's pid.
 """
 
 from __future__ import annotations
@@ -116,10 +120,15 @@ def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
         if manifest:
             write_manifest(tmp)
         old = final.parent / f".{final.name}.old-{_tag()}"
-        if final.exists():
+        if final.is_symlink():  # replaced by the real folder; what it points to stays untouched
+            log.warning("%s was a symbolic link (to %s); it is replaced by the saved folder",
+                        final, os.readlink(final))  # fmt: skip
+        if final.exists() or final.is_symlink():
             final.rename(old)
         tmp.rename(final)
-        if old.exists():
+        if old.is_symlink() or old.is_file():
+            old.unlink()
+        elif old.exists():
             shutil.rmtree(old)
     except BaseException as e:
         written = _tree_size(tmp)
@@ -129,6 +138,88 @@ def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
         raise
     finally:
         _ACTIVE.discard(tmp.resolve())
+
+
+RUN_LOCK = ".lira-run.lock"
+"""The file in an output folder that a writing run holds locked (``fcntl.flock``, released by
+the kernel when the process ends, also on kill -9); it holds the holder's pid and command."""
+_HELD: dict[Path, tuple[int, int]] = {}
+"""Output folders this process holds locked: {folder: (file descriptor, depth)}."""
+
+
+class RunLockedError(LiRAError, RuntimeError):
+    """Another process is writing into the same output folder."""
+
+
+def output_folder_problem(folder: str | Path) -> str | None:
+    """Why ``folder`` cannot be an output folder (it or a parent is a file), else None."""
+    folder = Path(folder)
+    for p in (*reversed(folder.parents), folder):
+        if p.exists() and not p.is_dir():
+            what = "is a file" if p == folder else f"is under {p}, which is a file"
+            return (
+                f"output folder {folder} {what}, not a folder; choose another --output-dir "
+                f"(or move {p} away)"
+            )
+    return None
+
+
+@contextmanager
+def run_lock(folder: str | Path, what: str) -> Iterator[None]:
+    """Hold ``folder``'s :data:`RUN_LOCK` while a run writes into it (re-entrant in one
+    process; only the main process of a multi-process launch takes it).
+
+    A second run into the same folder stops at once with :class:`RunLockedError` naming the
+    holder's pid: two runs would delete each other's checkpoints and overwrite the final
+    model. The kernel releases the lock when the holder ends, however it ends.
+    """
+    import fcntl
+
+    folder = Path(folder)
+    if int(os.environ.get("RANK", "0") or 0) != 0:  # ranks > 0 run under rank 0's lock
+        yield
+        return
+    problem = output_folder_problem(folder)
+    if problem:
+        raise CheckpointError(problem)
+    folder.mkdir(parents=True, exist_ok=True)
+    key = folder.resolve()
+    if key in _HELD:
+        fd, depth = _HELD[key]
+        _HELD[key] = (fd, depth + 1)
+        try:
+            yield
+        finally:
+            fd, depth = _HELD[key]
+            _HELD[key] = (fd, depth - 1)
+        return
+    fd = os.open(folder / RUN_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").split("\n")
+        os.close(fd)
+        pid = holder[0].strip() or "unknown"
+        doing = f" (`{holder[1].strip()}`)" if len(holder) > 1 and holder[1].strip() else ""
+        raise RunLockedError(
+            f"{folder} is in use by another LiRA run, pid {pid}{doing}: two runs into one "
+            "output folder overwrite each other's checkpoints; wait for it to end (or stop "
+            "it), or choose another --output-dir"
+        ) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n{what}\n".encode(), 0)
+    except OSError:  # a full disk: the lock itself still holds
+        pass
+    _HELD[key] = (fd, 1)
+    try:
+        yield
+    finally:
+        del _HELD[key]
+        os.close(fd)  # releases the flock
 
 
 class DiskFullError(OSError):
@@ -165,11 +256,26 @@ def disk_full(final: str | Path, written: int = 0) -> CheckpointError:
         free = shutil.disk_usage(final.parent).free
     except OSError:
         free = 0
-    return CheckpointError(
-        f"cannot save {final}: no space left on device ({free / 2**20:.1f} MiB free, the "
-        f"checkpoint needs about {need / 2**20:.1f} MiB); free disk space or choose another "
-        "--output-dir"
+    needs = (
+        f"the checkpoint needs about {human_size(need)}"
+        if need
+        else "the disk filled before its first file was written"
     )
+    return CheckpointError(
+        f"cannot save {final}: no space left on device ({human_size(free)} free, {needs}); "
+        "free disk space or choose another --output-dir"
+    )
+
+
+def human_size(n: float) -> str:
+    """``n`` bytes as ``12 bytes``, ``3.4 KiB``, ``5.6 MiB`` or ``7.8 GiB`` (never ``0.0 MiB``)."""
+    if n < 1024:
+        return f"{int(n)} bytes"
+    for unit in ("KiB", "MiB"):
+        n /= 1024
+        if n < 1024:
+            return f"{n:.1f} {unit}"
+    return f"{n / 1024:.1f} GiB"
 
 
 def json_safe(obj: object) -> object:
@@ -300,22 +406,22 @@ def checkpoint_problem(folder: str | Path, verify: bool = False) -> str | None:
     if not folder.is_dir():
         return "not a folder"
     mf = folder / MANIFEST
-    sums: dict[str, str] = {}
-    if mf.is_file():
-        try:
-            doc = json.loads(mf.read_text(encoding="utf-8"))
-            items = [(str(k), int(v)) for k, v in doc["files"].items()]
-            sums = {str(k): str(v) for k, v in doc.get("sha256", {}).items()}
-        except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
-            return f"{MANIFEST} is damaged"
-        for rel, size in items:
-            p = folder / rel
-            if not p.is_file():
-                return f"{rel} is missing"
-            if p.stat().st_size != size:
-                return f"{rel} has {p.stat().st_size} bytes, the manifest says {size}"
-    elif not any(folder.iterdir()):
-        return "empty folder"
+    if not mf.is_file():  # every folder LiRA writes has one: its absence hides any damage
+        return f"{MANIFEST} is missing" if any(folder.iterdir()) else "empty folder"
+    try:
+        doc = json.loads(mf.read_text(encoding="utf-8"))
+        items = [(str(k), int(v)) for k, v in doc["files"].items()]
+        sums = {str(k): str(v) for k, v in doc["sha256"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError, RecursionError):
+        return f"{MANIFEST} is damaged"
+    for rel, size in items:
+        p = folder / rel
+        if not p.is_file():
+            return f"{rel} is missing"
+        if p.stat().st_size != size:
+            return f"{rel} has {p.stat().st_size} bytes, the manifest says {size}"
+        if rel not in sums:
+            return f"{rel} has no sha256 in {MANIFEST}"
     if verify:
         for rel, digest in sums.items():
             if (folder / rel).is_file() and sha256_file(folder / rel) != digest:

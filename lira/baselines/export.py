@@ -13,6 +13,7 @@ from pathlib import Path
 
 from torch import nn
 
+from lira.checkpoint import CheckpointError, checkpoint_problem, read_json
 from lira.config import ModelsConfig
 from lira.models import load_backbone
 from lira.training import atomic_dir, write_fingerprint
@@ -84,20 +85,31 @@ def write_sentence_transformers_modules(folder: Path, dim: int, mcfg: ModelsConf
 
 
 def baseline_models_config(path: str | Path) -> ModelsConfig:
-    """The ModelsConfig that loads a saved baseline folder as the backbone."""
+    """The ModelsConfig that loads a saved baseline folder as the backbone, once the folder is
+    verified like a checkpoint (manifest, sha256, parsing, finite tensors: no manifest =
+    damaged); a damaged folder or metadata file is one :class:`CheckpointError`."""
     path = Path(path)
     meta_file = path / META_FILE
     if not meta_file.is_file():
         raise FileNotFoundError(f"{path} has no {META_FILE}: not a saved lira baseline folder")
-    meta = json.loads(meta_file.read_text(encoding="utf-8"))
-    return ModelsConfig(
-        backbone=str(path),
-        backbone_pooling=meta["pooling"],
-        query_prompt=meta["query_prompt"],
-        document_prompt=meta["document_prompt"],
-        backbone_max_length=int(meta["max_length"]),
-        dtype=meta.get("dtype", "float32"),
-    )
+    fix = "restore it, or train the baseline again with `lira baseline`"
+    problem = checkpoint_problem(path, verify=True)
+    if problem is not None:
+        raise CheckpointError(f"baseline folder {path} is damaged ({problem}); {fix}")
+    meta = read_json(meta_file, "baseline metadata", fix)
+    try:
+        return ModelsConfig(
+            backbone=str(path),
+            backbone_pooling=meta["pooling"],
+            query_prompt=meta["query_prompt"],
+            document_prompt=meta["document_prompt"],
+            backbone_max_length=int(meta["max_length"]),
+            dtype=meta.get("dtype", "float32"),
+        )
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise CheckpointError(
+            f"{meta_file} is damaged ({type(e).__name__}: {str(e)[:200]}); {fix}"
+        ) from None
 
 
 def load_baseline(path: str | Path) -> nn.Module:

@@ -132,6 +132,12 @@ def merge_command(
     if len(paths) < 2:
         raise UserInputError(f"merging needs two or more checkpoints, got {len(paths)}")
     w = _check_weights(weights, len(paths))  # before reading anything
+    same = [p for p in paths if Path(out).resolve() == p.resolve()]
+    if same:
+        raise UserInputError(
+            f"--out {out} is one of the checkpoints being merged ({same[0]}): merging would "
+            "replace it; choose another --out folder"
+        )
     archs = [_architecture(p) for p in paths]
     for p, a in zip(paths[1:], archs[1:]):
         if a != archs[0]:

@@ -15,7 +15,7 @@ from transformers import AutoModel, PreTrainedTokenizerBase
 
 from lira.config import ModelsConfig
 from lira.demo import resolve_model
-from lira.encoding import length_batches
+from lira.encoding import check_texts, length_batches
 from lira.errors import MissingFileError
 from lira.logs import warn_once
 from lira.models.devices import enable_tf32
@@ -109,6 +109,7 @@ class Backbone(HFModule):
         """L2-normalised embeddings [N, d] as float32 numpy (inference mode, eval mode, batched
         longest first, on the backbone's device: place it with ``.to(device)`` first)."""
         texts = list(texts)
+        check_texts(texts)
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         if not texts:

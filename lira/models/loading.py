@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from transformers import (
 
 from lira.demo import NAMES as DEMO_NAMES
 from lira.demo import resolve_model
-from lira.errors import MissingFileError
+from lira.errors import MissingFileError, UserInputError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 POOLINGS = ("mean", "cls", "last")
@@ -114,6 +115,11 @@ def _load(cls: Any, path: str, ref: str, suggest: str, **kwargs: Any) -> Any:
     """``cls.from_pretrained(path)``, naming the fix when the hub cannot provide ``ref``."""
     try:
         return cls.from_pretrained(path, **kwargs)
+    except (pickle.UnpicklingError, ValueError) as e:
+        refused = refused_payload(ref, path, e)
+        if refused is None:
+            raise
+        raise refused from None
     except OSError as e:
         if Path(path).exists():
             raise
@@ -121,6 +127,26 @@ def _load(cls: Any, path: str, ref: str, suggest: str, **kwargs: Any) -> Any:
             f"could not load model {ref!r}: it is not a local folder and the Hugging Face hub "
             f"did not provide it (offline?). Use a local folder or demo:{suggest}. ({e})"
         ) from e
+
+
+def refused_payload(ref: str, path: str, e: BaseException) -> UserInputError | None:
+    """The one-line error when transformers refused to run code from a model: a pickle that
+    ``torch.load(weights_only=True)`` will not unpickle, or a repository that needs its own
+    Python code (``trust_remote_code``); None for any other error."""
+    text = str(e)
+    if isinstance(e, pickle.UnpicklingError) or "weights_only" in text:
+        return UserInputError(
+            f"model {ref!r} ({path}): its weights file is a pickle holding more than tensors, "
+            "which could run code; LiRA loads weights only: use a model saved as safetensors "
+            "(or convert it where you trust it)"
+        )
+    if "trust_remote_code" in text:
+        return UserInputError(
+            f"model {ref!r} ({path}) needs its own Python code (trust_remote_code); LiRA never "
+            "runs code from a model repository or folder: use a model that transformers "
+            "supports natively"
+        )
+    return None
 
 
 def from_pretrained(

@@ -13,6 +13,23 @@ from typing import Any, Literal, Protocol
 
 from lira.config import DataConfig, ModelsConfig, check, check_at_least
 
+MAX_PATH_CHARS = 4096
+"""Longest path a config may name (Linux's PATH_MAX); each part at most 255 bytes (NAME_MAX)."""
+
+
+def path_too_long(path: str) -> str | None:
+    """Why ``path`` cannot name a file on Linux (too long, a part over 255 bytes, NUL), else
+    None; the message shows only its start."""
+    start = f"{path[:40]!r}…" if len(path) > 40 else repr(path)
+    if "\0" in path:
+        return f"{start} holds a NUL character; name a file"
+    if len(path) > MAX_PATH_CHARS:
+        return f"{start} is {len(path)} characters long (at most {MAX_PATH_CHARS}); name a file"
+    for part in Path(path).parts:
+        if len(part.encode("utf-8", "surrogatepass")) > 255:
+            return f"{start} has a part longer than 255 bytes; name a file with shorter names"
+    return None
+
 
 def output_relative_problem(path: str) -> str | None:
     """Why a path read relative to ``output_dir`` is unusable (empty, or leaves it), else None.
@@ -21,6 +38,9 @@ def output_relative_problem(path: str) -> str | None:
     file inside ``output_dir`` (``../x`` or ``a/../../x`` would write outside the run)."""
     if not path.strip():
         return "is empty; name a file (e.g. translations.sqlite, inside output_dir)"
+    too_long = path_too_long(path)
+    if too_long:
+        return too_long
     p = Path(path).expanduser()
     if p.is_absolute():
         return None

@@ -212,6 +212,8 @@ class TranslationStore:
         self.lease_ttl_s = lease_ttl_s
         self.corrupt_scores = 0
         """Candidates read with critic scores outside 1-10 (used unscored; see candidates)."""
+        self.rows_committed = 0
+        """Rows :meth:`write_rows` committed through this connection (so far)."""
         pid = os.getpid()
         self.owner = f"{socket.gethostname()}:{pid}:{_proc_start(pid)}:{uuid.uuid4().hex[:8]}"
         self._heartbeat: tuple[threading.Event, threading.Thread] | None = None
@@ -262,6 +264,12 @@ class TranslationStore:
     def _check_file(self) -> None:
         """Refuse a path that is a folder or a non-SQLite file before SQLite touches it."""
         p = self.path
+        for parent in reversed(p.parents):
+            if parent.exists() and not parent.is_dir():
+                raise StoreError(
+                    f"translation store {p}: {parent} is a file, not a folder; move it away or "
+                    "set translation.store to a path in a folder"
+                )
         if p.is_dir():
             raise StoreError(
                 f"translation store {p} is a folder; set translation.store to a file path"
@@ -367,6 +375,7 @@ class TranslationStore:
                     "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     values,
                 )
+            self.rows_committed += len(chunk)
         return len(rows)
 
     @_guard
@@ -714,9 +723,18 @@ class TranslationStore:
                 )
                 by_name.setdefault(name, []).append(item)
         total = 0
-        for name, items in by_name.items():
-            total += self.add_reference(name, items)
-            log.info("imported %d translations of %r from %s", len(items), name, path)
+        start = self.rows_committed
+        try:
+            for name, items in by_name.items():
+                total += self.add_reference(name, items)
+                log.info("imported %d translations of %r from %s", len(items), name, path)
+        except StoreError as e:  # a full disk: say what is already in the store
+            done = self.rows_committed - start
+            rows = sum(len(v) for v in by_name.values())
+            raise StoreError(
+                f"{e} ({done} of the {rows} rows of {path} were committed before it stopped; "
+                "importing the file again replaces them, it does not add them twice)"
+            ) from None
         return total
 
 

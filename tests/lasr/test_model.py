@@ -143,12 +143,13 @@ np.save(sys.argv[4], z)
 
 @pytest.mark.slow
 def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
-    model, _, _ = stack
+    model, _, home = stack
+    folder = home / f"lira-{tmp_path.name}"  # beside the run's store, as `lira lasr` saves it
     texts, langs = [*DE, EN[0]], ["de", "de", "en"]
     torch.set_num_threads(1)
     want = model.encode(texts, langs)
-    model.save_pretrained(tmp_path / "lira")
-    meta = json.loads((tmp_path / "lira" / "lira_config.json").read_text())
+    model.save_pretrained(folder)
+    meta = json.loads((folder / "lira_config.json").read_text())
     assert meta["format"] == "lira-v3" and meta["models"]["backbone"] == "demo:minilm"
     out = tmp_path / "z.npy"
     subprocess.run(
@@ -156,7 +157,7 @@ def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
             sys.executable,
             "-c",
             ROUNDTRIP,
-            str(tmp_path / "lira"),
+            str(folder),
             json.dumps(texts),
             json.dumps(langs),
             str(out),
@@ -171,9 +172,9 @@ def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
     with pytest.raises(FileNotFoundError, match="not a LiRA model folder"):
         LiRAModel.from_pretrained(tmp_path)
     meta["format"] = "lira-v1"  # a folder of the first format: the fix is named
-    (tmp_path / "lira" / "lira_config.json").write_text(json.dumps(meta))
+    (folder / "lira_config.json").write_text(json.dumps(meta))
     with pytest.raises(ValueError, match=r"lira-v1 model folder.*train LaSR again"):
-        LiRAModel.from_pretrained(tmp_path / "lira")
+        LiRAModel.from_pretrained(folder)
 
 
 def test_lasr_streams_never_use_train_only_references(stack):
@@ -304,6 +305,127 @@ def test_online_translation_uses_the_callers_endpoints_only(stack, tmp_path, ser
     assert server.prompts("mt-fake") and sent == {"Bearer s3cr3t"}
     cands = m.candidates(["Wie spät ist es?"], ["de"])[0]
     assert [c.translator for c in cands] == ["fake"] and cands[0].text.startswith("English ")
+
+
+def _evil_folder(stack, folder, url):
+    """Issue 42's probe: a saved folder whose translator starts vLLM with remote code from an
+    attacker's repository (manifest regenerated, so the folder looks whole)."""
+    from lira.checkpoint import write_manifest
+
+    meta = _saved_online_model(stack, folder, url)
+    meta["translation"]["mt_translators"][0].update(
+        name="evil", kind="vllm", model="attacker/evil-repo",
+        engine_kwargs={"trust_remote_code": True},
+    )  # fmt: skip
+    (folder / "lira_config.json").write_text(json.dumps(meta))
+    write_manifest(folder)
+
+
+@pytest.fixture
+def no_vllm(monkeypatch):
+    """Every vLLM engine LiRA would start, recorded instead of started."""
+    started = []
+    monkeypatch.setattr("lira.translation.translators.vllm_engine",
+                        lambda *a, **k: started.append((a, k)))  # fmt: skip
+    return started
+
+
+def test_a_folder_never_chooses_what_translates_online(stack, tmp_path, server, no_vllm):
+    """Issue 42, case 1: the folder's translator 'evil' (kind vllm, trust_remote_code) is only a
+    name; the caller's config lacks it, so online translation is refused in one line."""
+    from lira.errors import UserInputError
+
+    folder = tmp_path / "lira"
+    _evil_folder(stack, folder, server.url)
+    store = TranslationStore(tmp_path / "mine.sqlite")
+    for caller in (_online_pool(server.url), None):  # names only 'fake', or no config at all
+        m = LiRAModel.from_pretrained(folder, store=store, online=True, translation=caller)
+        with pytest.raises(UserInputError) as e:
+            m.encode(["Wie spät ist es?"], langs=["de"])
+        msg = str(e.value)
+        assert "online translation needs the endpoints of evil from your own config" in msg
+        assert "translation=cfg.translation" in msg and "\n" not in msg
+    assert no_vllm == [] and server.requests == []
+    assert m.translation_cfg.mt_translators[0].engine_kwargs == {}  # described, never run
+
+
+def test_online_translation_runs_the_callers_translator_of_that_name(
+    stack, tmp_path, server, no_vllm
+):
+    folder = tmp_path / "lira"
+    _evil_folder(stack, folder, server.url)
+    mine = _online_pool(server.url)
+    mine = dataclasses.replace(mine, mt_translators=[
+        dataclasses.replace(mine.mt_translators[0], name="evil")])  # fmt: skip
+    m = LiRAModel.from_pretrained(folder, store=TranslationStore(tmp_path / "mine.sqlite"),
+                                  online=True, translation=mine)  # fmt: skip
+    m.encode(["Wie spät ist es?"], langs=["de"])
+    assert no_vllm == [] and server.prompts("mt-fake")  # the caller's kind, model and endpoint
+    cands = m.candidates(["Wie spät ist es?"], ["de"])[0]
+    assert [c.translator for c in cands] == ["evil"] and cands[0].text.startswith("English ")
+
+
+@pytest.mark.parametrize("size", [300, 10_000_000])
+def test_a_folders_unusable_store_path_is_one_short_line(stack, tmp_path, size):
+    from lira.checkpoint import CheckpointError, write_manifest
+
+    folder = tmp_path / "lira"
+    meta = _saved_online_model(stack, folder, "http://127.0.0.1:9/v1")
+    meta["store"] = "a" * size  # one part over 255 bytes, or the probe's 10 MB path
+    (folder / "lira_config.json").write_text(json.dumps(meta))
+    write_manifest(folder)
+    with pytest.raises(CheckpointError, match=r"store 'a{40}'… (is 10000000 characters long|has "
+                                              r"a part longer than 255 bytes)") as e:  # fmt: skip
+        LiRAModel.from_pretrained(folder)
+    assert len(str(e.value)) < 500 and "copy the store into the folder" in str(e.value)
+
+
+def test_online_translation_never_writes_into_a_store_outside_the_folder(stack, tmp_path, server):
+    """Issue 42, case 1: ``store: ../../../elsewhere.sqlite`` is read (an older layout) but online
+    translation refuses to write into it; the run's store beside the folder stays usable."""
+    from lira.checkpoint import write_manifest
+    from lira.errors import UserInputError
+
+    folder = tmp_path / "a" / "b" / "lira"
+    meta = _saved_online_model(stack, folder, server.url)
+    TranslationStore(tmp_path / "elsewhere.sqlite").close()
+    meta["store"] = "../../../elsewhere.sqlite"
+    (folder / "lira_config.json").write_text(json.dumps(meta))
+    write_manifest(folder)
+    m = LiRAModel.from_pretrained(folder, online=True, translation=_online_pool(server.url))
+    assert m.store is not None and m.foreign_store == folder / meta["store"]
+    with pytest.raises(UserInputError, match=r"names .*elsewhere.sqlite, outside the folder"):
+        m.encode(["Wie spät ist es?"], langs=["de"])
+    assert server.requests == []
+    with TranslationStore(tmp_path / "elsewhere.sqlite") as s:
+        assert s.count() == 0
+    meta["store"] = "../online.sqlite"  # what `lira lasr` writes: the run's store beside it
+    (folder / "lira_config.json").write_text(json.dumps(meta))
+    write_manifest(folder)
+    TranslationStore(folder.parent / "online.sqlite").close()
+    m = LiRAModel.from_pretrained(folder, online=True, translation=_online_pool(server.url))
+    assert m.foreign_store is None
+    m.encode(["Wie spät ist es?"], langs=["de"])
+    assert server.prompts("mt-fake")
+
+
+def test_a_folder_without_its_manifest_is_damaged(stack, tmp_path):
+    """Issue 42, case 2: manifest deleted and every head tensor altered: refused, not loaded."""
+    import re
+
+    from safetensors.torch import load_file, save_file
+
+    from lira.checkpoint import CheckpointError
+
+    model, _, _ = stack
+    folder = tmp_path / "lira"
+    model.save_pretrained(folder)
+    head = load_file(str(folder / "head.safetensors"))
+    save_file({k: v + 1 for k, v in head.items()}, str(folder / "head.safetensors"))
+    (folder / "lira_manifest.json").unlink(missing_ok=True)  # (f7c565d wrote none here)
+    with pytest.raises(CheckpointError, match=re.escape(
+            f"LiRA model folder {folder} is damaged (lira_manifest.json is missing)")):  # fmt: skip
+        LiRAModel.from_pretrained(folder, store=TranslationStore(tmp_path / "s.sqlite"))
 
 
 # ------------------------------------------------------- online translation works for every g
