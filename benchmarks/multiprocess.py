@@ -70,8 +70,9 @@ class Run:
         return self.examples / self.wall if self.wall and not self.error else 0.0
 
 
-def job_config(out: Path, steps: int, batch: int) -> RunConfig:
-    """The tiny job: random tiny h and g, demo data, gold + one inference reference translator."""
+def job_config(out: Path, steps: int, batch: int, procs: int = 1) -> RunConfig:
+    """The tiny job: random tiny h and g, demo data, gold + one inference reference translator
+    (a baseline's batch size is the global batch: ``batch`` per process)."""
     return RunConfig(
         output_dir=str(out),
         models=ModelsConfig(
@@ -116,7 +117,7 @@ def job_config(out: Path, steps: int, batch: int) -> RunConfig:
             log_every=steps,
             save_every=steps,
         ),
-        baselines=BaselinesConfig(methods=["clear"], steps=steps, batch_size=batch),
+        baselines=BaselinesConfig(methods=["clear"], steps=steps, batch_size=batch * procs),
     )
 
 
@@ -129,7 +130,8 @@ def examples(stage: str, cfg: RunConfig, procs: int) -> int:
         return len({(r.text, r.lang) for r in (*s.train_sources, *s.dev_sources, *s.eval_sources)})
     section = {"arca": cfg.arca, "lasr": cfg.lasr, "baseline": cfg.baselines}[stage]
     accum = getattr(section, "grad_accum", 1)
-    return int(section.steps) * int(section.batch_size) * accum * procs
+    per_process = procs if stage != "baseline" else 1  # a baseline's batch_size is global
+    return int(section.steps) * int(section.batch_size) * accum * per_process
 
 
 def free_port() -> int:
@@ -169,7 +171,7 @@ def run_stage(stage: str, procs: int, base: Path, work: Path, steps: int, batch:
     out = work / f"{stage}-p{procs}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    cfg = job_config(out, steps, batch)
+    cfg = job_config(out, steps, batch, procs)
     base_cfg = dataclasses.replace(cfg, output_dir=str(base))
     if "store" in INPUTS[stage]:
         shutil.copy2(store_path(base_cfg), store_path(cfg))
