@@ -53,7 +53,9 @@ def test_examples_count_every_process_batch(tmp_path):
     bench = _bench()
     cfg = bench.job_config(tmp_path, steps=8, batch=4)
     assert bench.examples("arca", cfg, 1) == 32 and bench.examples("lasr", cfg, 2) == 64
-    assert bench.examples("baseline", cfg, 2) == 64
+    two_procs = bench.job_config(tmp_path, steps=8, batch=4, procs=2)
+    assert two_procs.baselines.batch_size == 8  # a baseline's batch size is the global batch
+    assert bench.examples("baseline", two_procs, 2) == 64
     assert bench.command("arca", tmp_path / "c.yaml", 1)[1:4] == ["-m", "lira", "arca"]
     two = bench.command("lasr", tmp_path / "c.yaml", 2)
     assert two[1] == "launch" and two[two.index("--num_processes") + 1] == "2"

@@ -106,5 +106,5 @@ def test_broken_released_splits_are_named(tmp_path, texts):
         load_splits(DataConfig(format="lazretrieval", path=str(tmp_path / "a")))
     _write(tmp_path / "b" / "train", *_split_rows(texts, ["BD"], [1, 2, 3], 0))
     _write(tmp_path / "b" / "test", *_split_rows(texts, ["BD"], [3, 4], 10))
-    with pytest.raises(DataError, match=r"1 query id\(s\) are in both train and test"):
+    with pytest.raises(DataError, match=r"1 query id\(s\) are judged in both train and test"):
         load_splits(DataConfig(format="lazretrieval", path=str(tmp_path / "b")))
