@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,16 +25,10 @@ import torch
 from lira.baselines.config import BaselinesConfig
 from lira.config import DataConfig, from_dict, save_config
 from lira.runconfig import RunConfig
+from tests.launch import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 STEPS = 3
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on now (other tests launch at the same time)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -20,6 +19,7 @@ import pytest
 import torch
 
 from lira.config import to_dict
+from tests.launch import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = ROOT / "tests" / "lasr" / "ddp_worker.py"
@@ -48,13 +48,6 @@ CASES = [
 ]
 """Every LaSR ablation row (Table 5's LaSR switches; the Arca critic rows change only the gate
 features' values, not what trains) and the other switches that change what trains."""
-
-
-def free_port() -> int:
-    """A TCP port nobody listens on now (other tests launch processes at the same time)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _env() -> dict[str, str]:

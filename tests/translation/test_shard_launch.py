@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,17 +12,12 @@ from pathlib import Path
 import pytest
 
 from lira.translation.shards import Shard, shard_of, shard_store_path
+from tests.launch import free_port
 
 from .fake_openai import FakeServer
 from .test_shard import _config, _lira, _rows
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture
@@ -49,7 +43,7 @@ def test_two_launched_processes_translate_disjoint_shards_that_merge_into_one_ru
     path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": path}
     cmd = [accelerate, "launch", "--config_file", str(ROOT / "scripts" / "accelerate_cpu_2proc.yaml"),
-           "--main_process_port", str(_free_port()), "-m", "lira", "translate", str(launched)]  # fmt: skip
+           "--main_process_port", str(free_port()), "-m", "lira", "translate", str(launched)]  # fmt: skip
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert res.returncode == 0, res.stderr[-4000:]
 
