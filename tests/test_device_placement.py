@@ -209,7 +209,7 @@ def test_baseline_mines_and_trains_on_the_accelerator(run_cfg, monkeypatch):
 
 
 def test_compare_and_eval_encode_on_the_accelerator(run_cfg):
-    from lasr.encoders import encoder_for_eval, run_encoders
+    from lasr.eval_models import encoder_for_eval, run_encoders
     from lasr.model import LiRAModel
 
     out = Path(run_cfg.output_dir)

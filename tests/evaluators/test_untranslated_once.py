@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from evaluators.runner import EmbeddingCache
+from evaluators.engine import EmbeddingCache
 from lasr.model import LiRAModel
 from lira.data.types import Record
 

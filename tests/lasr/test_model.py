@@ -558,7 +558,7 @@ def test_share_streams_only_between_models_of_one_run(stack):
 def test_the_fixed_fusion_row_shares_lira_backbone_and_store(stack, tmp_path):
     """``lira compare``'s "fixed fusion" model (LaSR's step 0) reuses the LiRA model's h and
     store instead of loading them again, and embeds exactly as the same folder loaded alone."""
-    from lasr.encoders import FIXED_ROW, LIRA, lira_encoders
+    from lasr.eval_models import FIXED_ROW, LIRA, lira_encoders
     from lasr.trainer import FIXED_FUSION
 
     model, _, _ = stack
@@ -577,7 +577,7 @@ def test_compare_holds_one_h_and_encodes_each_text_once(stack, tmp_path, monkeyp
     """``lira compare``'s backbone row and the LiRA model share one h (loaded once), and an
     English text both of them embed goes through h once (issue 38, finding 10)."""
     import lasr.model
-    from lasr import encoders
+    from lasr import eval_models as encoders
     from lira.models import Backbone
 
     model, _, _ = stack

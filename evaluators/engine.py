@@ -3,7 +3,7 @@
 An encoder is a :class:`lira.encoding.Encoder`: ``encode(texts, langs=None,
 kind="query"|"document", batch_size=32) -> np.ndarray`` (rows L2-normalised): the backbone, a
 baseline checkpoint, the LiRA model or one of its components, each built and configured by
-:mod:`lasr.encoders`. Every text is encoded once per method (embeddings cached by (kind, id)).
+:mod:`lasr.eval_models`. Every text is encoded once per method (embeddings cached by (kind, id)).
 Single-reference scenarios report cfg.metrics (+ nDCG@1 for the paper-003 ones); Multi reports
 Complete@10, Max@R and Max@R_norm (per-query form; the from-mean form is added as
 ``max@r_norm(mean)``). Every value comes with a bootstrap 95% interval over queries, per
@@ -39,7 +39,7 @@ from evaluators.leaderboard import Row, model_notes, write_leaderboard
 from evaluators.mteb_adapter import load_tasks, run_mteb, write_mteb_leaderboard
 from evaluators.retrieval import ranks_of, run_from_search, search
 from evaluators.scenarios import Scenario, build_scenarios
-from lasr.encoders import encoder_for_eval
+from lasr.eval_models import encoder_for_eval
 from lira.checkpoint import dumps_json
 from lira.config import ConfigError
 from lira.data.splits import load_splits

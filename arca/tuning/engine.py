@@ -70,6 +70,7 @@ from transformers import PreTrainedTokenizerBase
 from arca.config import TuneTranslatorConfig, TuneTranslatorRun
 from arca.losses import composite_reward
 from arca.model import ArcaModel, load_arca
+from arca.tuning.translators import base_translator, output_folder, tuned_translator
 from lira.checkpoint import atomic_dir, write_json
 from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
@@ -80,7 +81,6 @@ from lira.translation.config import TranslatorConfig
 from lira.translation.critic import Critic, build_critic
 from lira.translation.runner import check_source
 from lira.translation.translators import chat_messages
-from lira.translation.tuning import base_translator, output_folder, tuned_translator
 from lira.translation.types import NEUTRAL_SCORE
 
 if TYPE_CHECKING:  # trl loads only when GRPO runs (it is heavy)

@@ -1,6 +1,6 @@
 """Which pool translator ``lira tune-translator`` tunes, and the pool entry of the tuned model.
 
-Shared by the tuning engine (:mod:`arca.tune_translator`) and its evaluation
+Shared by the tuning engine (:mod:`arca.tuning.engine`) and its evaluation
 (:mod:`evaluators.translators`), which must not import Arca.
 """
 

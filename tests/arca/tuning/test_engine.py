@@ -13,7 +13,7 @@ from safetensors.torch import load_file
 from arca.config import ArcaConfig, TuneTranslatorConfig
 from arca.model import load_arca, pad_candidates
 from arca.trainer import ArcaTrainer
-from arca.tune_translator import (
+from arca.tuning.engine import (
     AnchorReward,
     anchor_similarity,
     format_check,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from evaluators import runner
+from evaluators import engine as runner
 from evaluators.config import EvalConfig
 from lira.config import DataConfig
 from lira.runconfig import RunConfig
@@ -43,7 +43,7 @@ def test_results_json_has_null_not_nan(tmp_path, tfidf, monkeypatch):
 
 
 def test_missing_eval_model_folder_is_a_clear_error(tmp_path):
-    from lasr.encoders import encoder_for_eval
+    from lasr.eval_models import encoder_for_eval
     from lira.errors import MissingFileError
 
     with pytest.raises(MissingFileError, match=r"eval.model '.*nope' is not a folder"):
