@@ -24,7 +24,7 @@ mteb = pytest.importorskip(
 
 from datasets import Dataset, DatasetDict  # noqa: E402
 
-from evaluators.mteb_adapter import (  # noqa: E402
+from evaluators.mteb_tasks import (  # noqa: E402
     MTEBEncoder,
     iso1,
     load_tasks,

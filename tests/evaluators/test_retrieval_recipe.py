@@ -61,7 +61,7 @@ def test_dry_run_lists_the_stages(tmp_path):
     spec = cmds[10].split("--mteb ")[1].split()[0]
     assert spec == cmds[6].split("--mteb ")[1].split()[0]
     mteb = pytest.importorskip("mteb", reason="the mteb extra is not installed")
-    from evaluators.mteb_adapter import parse_tasks
+    from evaluators.mteb_tasks import parse_tasks
 
     for name, subsets in parse_tasks(spec):  # real tasks and subsets of the pinned mteb
         assert set(subsets or []) <= set(mteb.get_task(name).hf_subsets), name
