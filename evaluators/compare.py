@@ -39,7 +39,8 @@ from evaluators.engine import (
     evaluate_retrieval,
 )
 from evaluators.leaderboard import Row, model_notes, write_leaderboard
-from evaluators.mteb_tasks import load_tasks, run_mteb, write_mteb_leaderboard
+from evaluators.mteb_eval import run_mteb, write_mteb_leaderboard
+from evaluators.mteb_tasks import load_tasks
 from evaluators.paper_tables import write_paper_tables
 from evaluators.probes import lancer_penalty, language_id_accuracy
 from lasr.eval_models import BACKBONE, FIXED_ROW, ME5, pooled_input_embeddings, run_encoders

@@ -17,7 +17,7 @@ What ``lira eval`` evaluates:
   queries): :func:`evaluate_retrieval`, per query language, each language's queries over the
   documents of the same language (all documents when none is in that language);
 - ``--mteb TASK[,TASK…]``: those MTEB tasks through the real ``mteb`` package
-  (:mod:`evaluators.mteb_tasks`) instead of the configured data; a LiRA model translates the
+  (:mod:`evaluators.mteb_eval`) instead of the configured data; a LiRA model translates the
   task's texts online (its pass@k pool and critic fill its store) as at inference. Output in
   ``<output_dir>/eval/mteb/``: mteb's result files under ``results/`` and our leaderboard.
 """
@@ -36,7 +36,8 @@ from evaluators.bootstrap import bootstrap_ci
 from evaluators.config import EvalConfig, EvalRun
 from evaluators.inclination import max_at_r_norm, max_at_r_norm_from_mean
 from evaluators.leaderboard import Row, model_notes, write_leaderboard
-from evaluators.mteb_tasks import load_tasks, run_mteb, write_mteb_leaderboard
+from evaluators.mteb_eval import run_mteb, write_mteb_leaderboard
+from evaluators.mteb_tasks import load_tasks
 from evaluators.retrieval import ranks_of, run_from_search, search
 from evaluators.scenarios import Scenario, build_scenarios
 from lasr.eval_models import encoder_for_eval

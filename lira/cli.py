@@ -329,7 +329,7 @@ def _dispatch(args: argparse.Namespace) -> None:
     if args.command == "translate" and getattr(args, "mteb", None):
         if args.shard is not None or args.merge is not None:
             raise UserInputError("--shard and --merge do not work with --mteb (yet)")
-        target = "evaluators.mteb_tasks:translate_tasks"
+        target = "evaluators.mteb_translate:translate_tasks"
     if args.command == "tune-translator" and args.evaluate:
         target = "evaluators.translators:run_translator_eval"
     if args.command in ("compare", "eval"):

@@ -24,20 +24,14 @@ mteb = pytest.importorskip(
 
 from datasets import Dataset, DatasetDict  # noqa: E402
 
-from evaluators.mteb_tasks import (  # noqa: E402
-    MTEBEncoder,
-    iso1,
-    load_tasks,
-    local_copy,
-    parse_tasks,
-    result_rows,
-    run_mteb,
-    task_sources,
-)
+from evaluators.mteb_eval import result_rows, run_mteb  # noqa: E402
+from evaluators.mteb_tasks import load_tasks, local_copy, parse_tasks  # noqa: E402
+from evaluators.mteb_translate import task_sources  # noqa: E402
 from lira.data import demo_path  # noqa: E402
 from lira.data.xquad_r import load_xquad_r  # noqa: E402
 from lira.errors import MissingFileError, UserInputError  # noqa: E402
 from lira.metrics import sts_correlations  # noqa: E402
+from lira.mteb_encoder import MTEBEncoder, iso1  # noqa: E402
 
 N = 6
 BELE = "BelebeleRetrieval:deu_Latn-eng_Latn+eng_Latn-deu_Latn"
