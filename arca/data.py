@@ -5,7 +5,7 @@ translation, :func:`fetch_candidates`); :func:`clean_items` / :func:`usable_item
 unusable ones; :class:`StoreCandidates` reads
 candidates from the translation store (filling gaps first when online) and
 :func:`build_items` makes the items of a split; :func:`held_out_sources` and
-:func:`gold_eval_items` are the held-out sources Arca is measured on.
+:func:`gold_eval_items` are the held-out sources Arca is measured on; :class:`DataOrder` is the order training reads them in.
 """
 
 from __future__ import annotations
@@ -15,6 +15,9 @@ import logging
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+
+import torch
+from torch import Tensor
 
 from arca.config import ArcaRun
 from lira.data.splits import Splits
@@ -162,3 +165,42 @@ def gold_eval_items(splits: Splits) -> list[ArcaItem]:
             continue
         items.append(ArcaItem(rec.text, rec.lang, [Candidate("gold-en", en, None)]))
     return items
+
+
+class DataOrder:
+    """Which items each process reads: an endless stream of per-epoch permutations (seeded by
+    ``seed`` and the epoch); optimisation step t of a run with P processes reads the positions
+    [t*G*B*P, (t+1)*G*B*P) and process r takes its own B-slice of each micro-batch. The stream
+    position is a function of the step, so a resumed run continues exactly where it stopped."""
+
+    def __init__(
+        self, n: int, seed: int, batch_size: int, grad_accum: int, world: int, rank: int
+    ) -> None:
+        self.n, self.seed, self.batch_size, self.grad_accum = n, seed, batch_size, grad_accum
+        self.world, self.rank = world, rank
+        self._perms: dict[int, Tensor] = {}
+
+    def perm(self, epoch: int) -> Tensor:
+        """The permutation [n] of epoch ``epoch`` (memoised)."""
+        if epoch not in self._perms:
+            g = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._perms[epoch] = torch.randperm(self.n, generator=g)
+        return self._perms[epoch]
+
+    def start(self, step: int, micro: int) -> int:
+        """The stream position of this process's first item of micro-batch ``micro`` of ``step``."""
+        return ((step * self.grad_accum + micro) * self.world + self.rank) * self.batch_size
+
+    def indices(self, step: int, micro: int) -> list[int]:
+        """This process's item indices of micro-batch ``micro`` of optimisation step ``step``."""
+        start = self.start(step, micro)
+        return [
+            int(self.perm(p // self.n)[p % self.n]) for p in range(start, start + self.batch_size)
+        ]
+
+    def cycle(self, texts: Sequence[str], step: int, micro: int) -> list[str]:
+        """``batch_size`` of ``texts`` in order, cycling, from the position of :meth:`start`."""
+        start = self.start(step, micro)
+        return (
+            [texts[p % len(texts)] for p in range(start, start + self.batch_size)] if texts else []
+        )

@@ -7,6 +7,7 @@
 - :func:`reinforce_loss`   L_RL = -log pi(a | c) (R_a - b)                          (Eq. 8)
 - :func:`arca_loss`        L = L_RL + eta L_anchor                                  (Eq. 9)
 - :func:`epsilon1`, :func:`epsilon2`: the training diagnostics of App. D.2 (Eq. 25, 28).
+- :func:`anchor_terms`     L_anchor (+ the InfoNCE term) of the configured objective
 - :func:`arca_reward`      R_k with the configured weights, less Table 5's ablated critics;
   :func:`actor_agreement` the share of Actor arg-maxes that are the reward's (a diagnostic).
 
@@ -160,6 +161,31 @@ def arca_reward(cfg: ArcaConfig, scores: torch.Tensor, sim: torch.Tensor) -> tor
         gamma=llm * cfg.gamma,
         delta=cfg.delta if cfg.use_embedding_critic else 0.0,
     )
+
+
+def anchor_terms(
+    cfg: ArcaConfig,
+    e_lr: torch.Tensor,
+    e_sel: torch.Tensor,
+    e_distill: torch.Tensor | None = None,
+    distill_targets: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(L_anchor, the anchor_contrast InfoNCE term) of ``arca.objective``: d1 L_enc(E_lr, E_en(y_a))
+    (App. D.1), shared Eq. 5, distill L_enc(A(g(y)), h(y)) on English texts y (``e_distill`` [N, d],
+    ``distill_targets`` [N, d]; None: a constant 0, as the ridge solver has no gradient).
+    e_lr, e_sel: [B, d]; the InfoNCE term is 0 unless ``anchor_contrast`` > 0 and N > 1."""
+    if cfg.objective == "distill":  # A(g(y)) -> h(y) on English text only (beyond the paper)
+        src, tgt = e_lr.new_zeros(1, e_lr.shape[-1]), e_lr.new_ones(1, e_lr.shape[-1])
+        if e_distill is not None and distill_targets is not None:
+            src, tgt = e_distill, distill_targets
+        l_anchor = encoder_anchor_loss(src, tgt)  # ridge: a constant 0, no gradient
+    else:
+        src, tgt = e_lr, e_sel
+        fixed = cfg.objective == "d1"
+        l_anchor = encoder_anchor_loss(e_lr, e_sel) if fixed else anchor_loss(e_lr, e_sel)
+    if cfg.anchor_contrast > 0 and len(src) > 1:
+        return l_anchor, anchor_contrast_loss(src, tgt, cfg.anchor_tau)
+    return l_anchor, l_anchor.new_zeros(())
 
 
 def actor_agreement(

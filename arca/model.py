@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ from torch import Tensor, nn
 
 from arca.actor import Actor
 from arca.adaptor import Adaptor
+from arca.candidates import pad_candidates
 from arca.config import ArcaConfig
 from arca.g_cache import GEmbeddingCache, cache_path, encoder_id, kind_id, sentence_rows
 from arca.pooling import temporal_pool
@@ -66,36 +66,6 @@ CONFIG_NAME = "arca_config.json"
 def linear_adaptor(cfg: ArcaConfig) -> bool:
     """True when the Adaptor is one linear map fitted in closed form (distill, ridge)."""
     return cfg.objective == "distill" and cfg.distill_solver == "ridge"
-
-
-def candidate_scores(cand: Candidate) -> tuple[float, float, float]:
-    """Critic (s, e, p) of a candidate; the neutral 5.5 when the critic gave none (or NaN)."""
-    if cand.scores is None or not all(math.isfinite(float(v)) for v in cand.scores):
-        return (NEUTRAL_SCORE,) * 3
-    return tuple(float(v) for v in cand.scores)  # type: ignore[return-value]
-
-
-def pad_candidates(
-    candidates: Sequence[Sequence[Candidate]],
-) -> tuple[Tensor, Tensor, list[str], Tensor]:
-    """Flatten per-source candidate lists into padded tensors.
-
-    Returns scores [B, K, 3], mask [B, K], the N candidate texts in row order, and slot [N]
-    (flat index b * K + k of each text).
-    """
-    k_max = max((len(c) for c in candidates), default=0)
-    b = len(candidates)
-    scores = torch.full((b, max(k_max, 1), 3), NEUTRAL_SCORE)
-    mask = torch.zeros(b, max(k_max, 1), dtype=torch.bool)
-    texts: list[str] = []
-    slot: list[int] = []
-    for i, cands in enumerate(candidates):
-        for k, c in enumerate(cands):
-            scores[i, k] = torch.tensor(candidate_scores(c))
-            mask[i, k] = True
-            texts.append(c.text)
-            slot.append(i * max(k_max, 1) + k)
-    return scores, mask, texts, torch.tensor(slot, dtype=torch.long)
 
 
 class ArcaModel(nn.Module):

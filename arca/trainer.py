@@ -14,7 +14,7 @@ One optimisation step (``grad_accum`` micro-batches of ``batch_size`` sources pe
 4. one gradient clip (1.0) over all trainable parameters, then the three Adam optimizers
    (Actor, encoder g, Adaptor) step.
 
-Table 5 ablations (:func:`arca_reward`, :meth:`arca.model.ArcaModel.features`):
+Table 5 ablations (:func:`arca.losses.arca_reward`, :meth:`arca.model.ArcaModel.features`):
 ``arca.use_llm_critic: false`` trains the Actor on c_k = [5.5, 5.5, 5.5, sim_k] with R_k = delta
 sim_k; ``arca.use_embedding_critic: false`` on c_k = [s_k, e_k, p_k, 0] with R_k = 0.1 (alpha s_k
 + beta e_k + gamma p_k) and L = L_RL (no L_anchor: g and the Adaptor are not trained by Arca).
@@ -30,11 +30,8 @@ skipped and counted on every process; non-finite token streams are cleaned with
 ``torch.nan_to_num`` (counted in ``nan_guards``); a step whose gradient norm is not finite is
 skipped and counted (``nonfinite_steps``), so no NaN ever reaches the weights.
 
-Data order: an endless stream of per-epoch permutations (seeded by ``arca.seed`` and the
-epoch); optimisation step t of a run with P processes reads the positions
-[t*G*B*P, (t+1)*G*B*P) and process r takes its own B-slice of each micro-batch. The stream
-position is a function of the step, so ``--resume`` continues exactly where the run stopped.
-Learning rates are constant (the paper names no schedule), so there is no scheduler state.
+Data order: :class:`arca.data.DataOrder` (a function of the step, so ``--resume`` continues
+exactly). Learning rates are constant (the paper names no schedule): there is no scheduler state.
 
 Checkpoints (the :class:`lira.training.Trainer` template): ``<out>/step-XXXXXXXX/`` (atomic) =
 the ArcaModel folder (see :mod:`arca.model`) + ``trainer_state.{safetensors,json}`` (no pickle:
@@ -61,23 +58,31 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 from accelerate import Accelerator
+from accelerate.utils import DistributedDataParallelKwargs
 from torch import Tensor
 
+from arca.candidates import pad_candidates
 from arca.config import ArcaConfig
-from arca.data import ArcaItem, CandidateFn, clean_items, fetch_candidates, rounded, usable_items
+from arca.data import (
+    ArcaItem,
+    CandidateFn,
+    DataOrder,
+    clean_items,
+    fetch_candidates,
+    rounded,
+    usable_items,
+)
 from arca.losses import (
     actor_agreement,
-    anchor_contrast_loss,
-    anchor_loss,
+    anchor_terms,
     arca_loss,
     arca_reward,
-    encoder_anchor_loss,
     epsilon1,
     reinforce_loss,
     reward_baseline,
 )
 from arca.metrics import append_log, backbone_epsilon2, evaluate_items, trim_log
-from arca.model import ArcaModel, pad_candidates
+from arca.model import ArcaModel
 from arca.trainable import check_encoder_training, trainable_groups
 from lira.training import (
     CheckpointError,
@@ -97,8 +102,6 @@ log = logging.getLogger(__name__)
 
 Stats = dict[str, Tensor | list[str]]
 """One micro-batch's detached loss terms (and the translators it picked)."""
-
-__all__ = ["ARCA_UNSHAPING", "ArcaItem", "ArcaTrainer", "actor_agreement", "arca_reward"]
 
 ARCA_UNSHAPING = ("arca.steps", "arca.save_every", "arca.report_to")
 """Arca fields left out of the fingerprint: the learning rates are constant and saving reads no
@@ -128,8 +131,6 @@ class ArcaTrainer(Trainer):
         fingerprint: dict[str, object] | None = None,
         distill_texts: Sequence[str] = (),
     ) -> None:
-        from accelerate.utils import DistributedDataParallelKwargs
-
         self.cfg: ArcaConfig = cfg
         self.output_dir = Path(output_dir)
         self.candidate_fn = candidate_fn
@@ -160,40 +161,23 @@ class ArcaTrainer(Trainer):
         self.selection: Counter[str] = Counter()
         self._local_selection: Counter[str] = Counter()
         self._summary: dict[str, object] = {}
-        self._perms: dict[int, Tensor] = {}
+        self.order = DataOrder(len(self.items), cfg.seed, cfg.batch_size, cfg.grad_accum,
+                               self.world, acc.process_index)  # fmt: skip
         self.distill_texts = list(distill_texts)
         """Extra English texts of ``objective: distill`` (the corpus): each micro-batch distils
         ``batch_size`` of them, in order, beside its candidates."""
 
-    # ------------------------------------------------------------------ data
-    def _perm(self, epoch: int) -> Tensor:
-        if epoch not in self._perms:
-            g = torch.Generator().manual_seed(self.cfg.seed * 1_000_003 + epoch)
-            self._perms[epoch] = torch.randperm(len(self.items), generator=g)
-        return self._perms[epoch]
-
+    # ------------------------------------------------------------------ one step
     def batch_items(self, step: int, micro: int) -> list[ArcaItem]:
         """This process's sources of micro-batch ``micro`` of optimisation step ``step``."""
-        b = self.cfg.batch_size
-        start = (
-            (step * self.cfg.grad_accum + micro) * self.world + self.accelerator.process_index
-        ) * b
-        n = len(self.items)
-        return [self.items[int(self._perm(p // n)[p % n])] for p in range(start, start + b)]
+        return [self.items[i] for i in self.order.indices(step, micro)]
 
-    # ------------------------------------------------------------------ one step
     def distill_batch(self, cand_texts: list[str], micro: int) -> list[str] | None:
         """The English texts a micro-batch distils (objective distill, gradient): its candidates
         and the next ``batch_size`` of :attr:`distill_texts`; None for other objectives."""
-        cfg = self.cfg
-        if cfg.objective != "distill" or cfg.distill_solver != "gradient":
+        if self.cfg.objective != "distill" or self.cfg.distill_solver != "gradient":
             return None
-        extra: list[str] = []
-        if self.distill_texts:
-            n, b = len(self.distill_texts), cfg.batch_size
-            start = ((self.step * cfg.grad_accum + micro) * self.world
-                     + self.accelerator.process_index) * b  # fmt: skip
-            extra = [self.distill_texts[p % n] for p in range(start, start + b)]
+        extra = self.order.cycle(self.distill_texts, self.step, micro)
         return list(dict.fromkeys([*cand_texts, *extra]))
 
     def _micro_loss(
@@ -221,20 +205,10 @@ class ArcaTrainer(Trainer):
         rows = torch.arange(len(items), device=logits.device)
         e_lr = out["e_lr"].float()  # [B, d]
         e_sel = out["e_en"].float()[rows, actions]  # [B, d]
-        fixed = cfg.objective == "d1"
-        if cfg.objective == "distill":  # A(g(y)) -> h(y) on English text only (beyond the paper)
-            src, tgt = e_lr.new_zeros(1, e_lr.shape[-1]), e_lr.new_ones(1, e_lr.shape[-1])
-            if english is not None:
-                src, tgt = out["e_distill"].float(), model.english_targets(english).float()
-            l_anchor = encoder_anchor_loss(src, tgt)  # ridge: a constant 0, no gradient
-        else:
-            src, tgt = e_lr, e_sel
-            l_anchor = encoder_anchor_loss(e_lr, e_sel) if fixed else anchor_loss(e_lr, e_sel)
-        l_contrast = (
-            anchor_contrast_loss(src, tgt, cfg.anchor_tau)
-            if cfg.anchor_contrast > 0 and len(src) > 1
-            else l_anchor.new_zeros(())
-        )
+        e_distill = targets = None
+        if english is not None:  # objective distill, gradient solver
+            e_distill, targets = out["e_distill"].float(), model.english_targets(english).float()
+        l_anchor, l_contrast = anchor_terms(cfg, e_lr, e_sel, e_distill, targets)
         eta = cfg.eta if cfg.use_embedding_critic else 0.0  # no embedding critic: no L_anchor
         loss = arca_loss(l_rl, l_anchor + cfg.anchor_contrast * l_contrast, eta)
         picked = [cands[b][int(a)] for b, a in enumerate(actions.tolist())]

@@ -37,7 +37,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from arca.config import TuneTranslatorConfig
+from arca.tuning.config import TuneTranslatorConfig
 from evaluators.config import EvalConfig
 from lira import __version__
 from lira.ablate import ROWS as ABLATION_ROWS

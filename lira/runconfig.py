@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from arca.config import ArcaConfig, TuneTranslatorConfig
+from arca.config import ArcaConfig
+from arca.tuning.config import TuneTranslatorConfig
 from evaluators.config import EvalConfig
 from lasr.config import LaSRConfig
 from lira.baselines.config import BaselinesConfig

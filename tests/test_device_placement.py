@@ -150,8 +150,9 @@ def run_cfg(models_config, tmp_path_factory) -> RunConfig:
 
 
 def test_arca_trains_and_evaluates_on_the_accelerator(run_cfg, tmp_path):
+    from arca.data import ArcaItem
     from arca.model import ArcaModel
-    from arca.trainer import ArcaItem, ArcaTrainer
+    from arca.trainer import ArcaTrainer
     from lira.models import load_backbone, load_encoder
     from lira.translation.types import Candidate
 

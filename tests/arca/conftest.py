@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import lira
-from arca.trainer import ArcaItem
+from arca.data import ArcaItem
 from lira.translation.types import Candidate
 
 DEMO = Path(lira.__file__).parent / "data" / "demo" / "xquad-r"

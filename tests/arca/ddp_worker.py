@@ -14,8 +14,9 @@ import torch
 from accelerate.utils import set_seed
 
 from arca.config import ArcaConfig
+from arca.data import ArcaItem
 from arca.model import ArcaModel
-from arca.trainer import ArcaItem, ArcaTrainer
+from arca.trainer import ArcaTrainer
 from lira.config import ModelsConfig, from_dict
 from lira.models import load_backbone, load_encoder
 from lira.translation.types import Candidate

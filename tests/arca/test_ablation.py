@@ -8,8 +8,10 @@ import pytest
 import torch
 
 from arca.config import ArcaConfig
+from arca.data import ArcaItem
+from arca.losses import arca_reward
 from arca.model import ArcaModel
-from arca.trainer import ArcaItem, ArcaTrainer, arca_reward
+from arca.trainer import ArcaTrainer
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 
 from .conftest import make_items

@@ -8,7 +8,8 @@ import torch
 
 from arca.adaptor import Adaptor, ridge_fit
 from arca.config import ArcaConfig
-from arca.trainer import ArcaItem, ArcaTrainer
+from arca.data import ArcaItem
+from arca.trainer import ArcaTrainer
 from lira.config import ConfigError
 
 from .conftest import make_items

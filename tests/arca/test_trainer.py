@@ -8,9 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from arca.candidates import pad_candidates
 from arca.config import ArcaConfig
-from arca.model import load_arca, pad_candidates
-from arca.trainer import ArcaItem, ArcaTrainer
+from arca.data import ArcaItem
+from arca.model import load_arca
+from arca.trainer import ArcaTrainer
 from lira.translation.types import Candidate
 
 from .conftest import make_items
@@ -356,7 +358,7 @@ def test_anchor_contrast_option_keeps_pairs_apart(build_model, xquad_pairs, tmp_
 
 
 def test_actor_agreement_counts_sources_whose_argmax_is_the_rewards_argmax():
-    from arca.trainer import actor_agreement
+    from arca.losses import actor_agreement
 
     logits = torch.tensor([[2.0, 1.0, 0.0], [0.0, 3.0, 9.0], [1.0, 0.0, 5.0]])
     rewards = torch.tensor([[0.9, 0.1, 0.0], [0.2, 0.8, 0.0], [0.1, 0.7, 0.9]])

@@ -51,8 +51,9 @@ def test_selection_plot_after_a_real_arca_run(models_config, tmp_path):
     import torch
 
     from arca.config import ArcaConfig
+    from arca.data import ArcaItem
     from arca.model import ArcaModel
-    from arca.trainer import ArcaItem, ArcaTrainer
+    from arca.trainer import ArcaTrainer
     from lira.models import load_backbone, load_encoder
     from lira.translation.types import Candidate
 

@@ -57,8 +57,8 @@ def arca_both_ways(
 ) -> list[tuple[dict[str, object], list[str]]]:
     """Arca's held-out evaluation of ``sources`` (two English candidates each) shared across the
     processes and alone: (result, the sources this process ran through Arca) of each."""
+    from arca.data import ArcaItem
     from arca.metrics import evaluate_items
-    from arca.trainer import ArcaItem
     from lira.translation.types import Candidate
 
     items = [ArcaItem(src, "de", [Candidate("a", english[i % len(english)], (9, 9, 9)),
