@@ -4,7 +4,9 @@ A :class:`StreamBank` holds the pre-computed streams of a set of texts (E_en, th
 bins, the gate features; :meth:`lasr.model.LiRAModel.streams`), built once per run by
 :func:`build_bank` (:func:`retrieval_banks` for queries and corpus, :func:`pair_bank` for STS
 pairs). :func:`evaluate_retrieval` and :func:`evaluate_pairs` measure a :class:`LaSRNet` on
-them: nDCG@k / soft nDCG loss per query language, Pearson / Spearman.
+them: nDCG@k / soft nDCG loss per query language, Pearson / Spearman (both:
+:func:`held_out_metrics`). :func:`trainable_queries` and :func:`corpus_negatives` are LaSR
+training's reads of a bank.
 """
 
 from __future__ import annotations
@@ -254,3 +256,61 @@ def evaluate_pairs(net: LaSRNet, bank: StreamBank, pairs: PairData) -> dict[str,
     pred = (embed_rows(net, bank.rows(k1), dev) * embed_rows(net, bank.rows(k2), dev)).sum(-1).cpu()
     gold = np.asarray(pairs.scores, dtype=np.float64)
     return {**sts_correlations(pred.double().numpy(), gold, scale=1.0), "pairs": len(gold)}
+
+
+def held_out_metrics(
+    model: LiRAModel,
+    net: LaSRNet,
+    cfg: LaSRConfig,
+    retrieval: RetrievalData | None = None,
+    pairs: PairData | None = None,
+) -> dict[str, object]:
+    """``net``'s held-out metrics on fresh banks of ``model``: ``retrieval`` (nDCG@k, soft loss)
+    and ``rank`` (Pearson / Spearman), for the data given."""
+    out: dict[str, object] = {}
+    if retrieval is not None:
+        qb, db = retrieval_banks(model, retrieval, cfg.encode_batch_size)
+        out["retrieval"] = evaluate_retrieval(net, qb, db, retrieval.qrels, cfg.ndcg_k, cfg)
+    if pairs is not None:
+        bank = pair_bank(model, pairs, cfg.encode_batch_size)
+        out["rank"] = evaluate_pairs(net, bank, pairs)
+    return out
+
+
+def trainable_queries(retrieval: RetrievalData, docs: StreamBank) -> list[str]:
+    """Ids of the queries with a relevant document in ``docs`` (a ValueError when none has)."""
+    out = [
+        r.id
+        for r in retrieval.queries
+        if any(d in docs.index and v > 0 for d, v in retrieval.qrels.get(r.id, {}).items())
+    ]
+    if not out:
+        raise ValueError("lasr: no training query has a relevant document in the corpus")
+    return out
+
+
+@torch.no_grad()
+def corpus_negatives(
+    net: LaSRNet,
+    bank: StreamBank,
+    zq: Tensor,
+    pos: list[str],
+    relevant: list[set[str]],
+    num: int,
+    device: torch.device | str,
+) -> tuple[Tensor, Tensor]:
+    """The ``num`` hardest negatives of each query zq [B, d] in the whole ``bank``, scored by
+    ``net`` in eval mode: in its positive's language, never a relevant document. Returns scores
+    [B, M] (-inf: no such negative) and bank rows [B, M], M = min(num, len(bank))."""
+    was = net.training
+    net.eval()
+    zall = embed_rows(net, bank.streams, device)  # [D, d]
+    net.train(was)
+    s_all = zq.detach() @ zall.T  # [B, D]
+    langs = np.asarray(bank.langs)
+    for b, p in enumerate(pos):
+        off = langs != langs[bank.index[p]]
+        off[[bank.index[d] for d in relevant[b] if d in bank.index]] = True
+        s_all[b, torch.from_numpy(off).to(s_all.device)] = float("-inf")
+    top = s_all.topk(min(num, s_all.shape[1]), dim=1)
+    return top.values, top.indices

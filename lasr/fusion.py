@@ -168,6 +168,10 @@ class FusionHead(nn.Module):
         """Output dimension d_en + d_lr + d_g."""
         return self.d_en + self.d_lr + self.d_g
 
+    def loss_log_scale(self) -> Tensor:
+        """:attr:`logit_scale` clamped to ±MAX_LOG_GATE (``lasr.learn_temperature``)."""
+        return self.logit_scale.clamp(-MAX_LOG_GATE, MAX_LOG_GATE)
+
     def idle_parameters(self) -> set[str]:
         """Names of the parameters ẑ never reads with this head's switches: the raw view's gate
         without ``raw_view``, the English token's projection without both streams, the fusion

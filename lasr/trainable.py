@@ -3,20 +3,23 @@
 :func:`fit_validation_fusion` sets the fusion head's block weights to the best fixed score
 fusion on the validation split (``lasr.fusion_init: validation``); :func:`param_groups` sets
 ``requires_grad`` (the head always, Arca's Adaptor end to end with ``lasr.train_adaptor``, g
-with ``lasr.train_encoder`` when it can train) and returns the optimizer's parameter groups.
+with ``lasr.train_encoder`` when it can train) and returns the optimizer's parameter groups;
+:class:`TrainedModules` is what trains, as one module; :func:`training_task` what it trains on.
 """
 
 from __future__ import annotations
 
 import logging
 
-from torch import nn
+from torch import Tensor, nn
 
+from arca.model import ArcaModel
 from lasr.banks import relevance_matrix, retrieval_banks
 from lasr.config import LaSRConfig
 from lasr.fixed_fusion import FusionFit, block_cosines, fit_fusion, fitted_table
+from lasr.fusion import LaSRNet
 from lasr.model import LiRAModel
-from lira.data.types import RetrievalData
+from lira.data.types import PairData, RetrievalData
 from lira.models import is_trainable
 
 log = logging.getLogger(__name__)
@@ -106,3 +109,53 @@ def param_groups(
     if arca_params:
         groups.append({"params": arca_params, "lr": cfg.adaptor_lr})
     return groups, train_g
+
+
+class TrainedModules(nn.Module):
+    """What LaSR trains, as one module for the accelerator to wrap (DDP under a launcher): the
+    net and, with ``lasr.train_encoder``, Arca's g, whose bins are then recomputed with
+    gradient, so that g's gradients are all-reduced with the net's.
+
+    A step runs it more than once (queries, documents, pairs) before one backward; DDP allows
+    that without ``find_unused_parameters`` as every trainable parameter is used at every step
+    (:func:`lasr.trainable.param_groups` freezes the rest): autograd sums a parameter's
+    gradients from all uses before its one reduction hook fires.
+    """
+
+    def __init__(self, net: LaSRNet, arca: ArcaModel | None = None) -> None:
+        super().__init__()
+        self.net = net
+        self.encoder = arca.encoder if arca is not None else None
+        self.pooled_sources = arca.pooled_sources if arca is not None else None
+
+    def forward(
+        self,
+        e_en: Tensor,
+        g_bins: Tensor,
+        feats: Tensor,
+        e_raw: Tensor,
+        texts: list[str] | None = None,
+        kind: str = "query",
+    ) -> Tensor:
+        """ẑ [B, d] of streams [B, d_en], [B, S, d_g], [B, 9], [B, d_en]; with ``texts`` (g
+        trains) the bins are g's of ``texts`` (``kind``) instead of ``g_bins``."""
+        if texts is not None and self.pooled_sources is not None:
+            g_bins = self.pooled_sources(texts, kind)
+        return self.net(e_en, g_bins, feats, e_raw)
+
+
+def training_task(cfg: LaSRConfig, retrieval: RetrievalData | None, pairs: PairData | None) -> str:
+    """``lasr.task`` with ``auto`` resolved by the data given (retrieval, rank or both); a
+    ValueError when the data the task needs is missing."""
+    task = cfg.task
+    if task == "auto":
+        task = (
+            "both"
+            if retrieval is not None and pairs is not None
+            else ("retrieval" if retrieval is not None else "rank")
+        )
+    if task in ("retrieval", "both") and retrieval is None:
+        raise ValueError(f"lasr.task={cfg.task} needs retrieval data (queries, corpus, qrels)")
+    if task in ("rank", "both") and pairs is None:
+        raise ValueError(f"lasr.task={cfg.task} needs STS pairs: set data.sts_path to a pairs file")
+    return task

@@ -41,26 +41,25 @@ from typing import TypeVar
 import numpy as np
 import torch
 from accelerate import Accelerator
-from torch import Tensor, nn
+from torch import Tensor
 
 from arca.metrics import append_log, trim_log
-from arca.model import ArcaModel
 from lasr.banks import (
     StreamBank,
-    embed_rows,
-    evaluate_pairs,
-    evaluate_retrieval,
+    corpus_negatives,
+    held_out_metrics,
     pair_bank,
     pair_keys,
     retrieval_banks,
+    trainable_queries,
 )
 from lasr.config import LaSRConfig
 from lasr.fixed_fusion import FusionFit
-from lasr.fusion import MAX_LOG_GATE, HeadEMA, LaSRNet, pack
+from lasr.fusion import HeadEMA, LaSRNet, pack
 from lasr.losses import corr_loss, ranking_loss
 from lasr.model import LiRAModel
 from lasr.queues import CorrQueue, DocQueue
-from lasr.trainable import fit_validation_fusion, param_groups
+from lasr.trainable import TrainedModules, fit_validation_fusion, param_groups, training_task
 from lira.data.types import PairData, RetrievalData
 from lira.training import (
     Trainer,
@@ -87,39 +86,6 @@ FIXED_FUSION = "fixed-fusion"
 score fusion of its blocks), which ``lira compare`` shows beside the trained one."""
 
 
-class TrainedModules(nn.Module):
-    """What LaSR trains, as one module for the accelerator to wrap (DDP under a launcher): the
-    net and, with ``lasr.train_encoder``, Arca's g, whose bins are then recomputed with
-    gradient, so that g's gradients are all-reduced with the net's.
-
-    A step runs it more than once (queries, documents, pairs) before one backward; DDP allows
-    that without ``find_unused_parameters`` as every trainable parameter is used at every step
-    (:func:`lasr.trainable.param_groups` freezes the rest): autograd sums a parameter's
-    gradients from all uses before its one reduction hook fires.
-    """
-
-    def __init__(self, net: LaSRNet, arca: ArcaModel | None = None) -> None:
-        super().__init__()
-        self.net = net
-        self.encoder = arca.encoder if arca is not None else None
-        self.pooled_sources = arca.pooled_sources if arca is not None else None
-
-    def forward(
-        self,
-        e_en: Tensor,
-        g_bins: Tensor,
-        feats: Tensor,
-        e_raw: Tensor,
-        texts: list[str] | None = None,
-        kind: str = "query",
-    ) -> Tensor:
-        """ẑ [B, d] of streams [B, d_en], [B, S, d_g], [B, 9], [B, d_en]; with ``texts`` (g
-        trains) the bins are g's of ``texts`` (``kind``) instead of ``g_bins``."""
-        if texts is not None and self.pooled_sources is not None:
-            g_bins = self.pooled_sources(texts, kind)
-        return self.net(e_en, g_bins, feats, e_raw)
-
-
 class LaSRTrainer(Trainer):
     """Train a :class:`lasr.model.LiRAModel`'s LaSRNet (fusion head + Adaptor) on its streams,
     on the :class:`lira.training.Trainer` template."""
@@ -141,19 +107,7 @@ class LaSRTrainer(Trainer):
         fingerprint: dict[str, object] | None = None,
         keep_checkpoints: int = 2,
     ) -> None:
-        task = cfg.task
-        if task == "auto":
-            task = (
-                "both"
-                if retrieval is not None and pairs is not None
-                else ("retrieval" if retrieval is not None else "rank")
-            )
-        if task in ("retrieval", "both") and retrieval is None:
-            raise ValueError(f"lasr.task={cfg.task} needs retrieval data (queries, corpus, qrels)")
-        if task in ("rank", "both") and pairs is None:
-            raise ValueError(
-                f"lasr.task={cfg.task} needs STS pairs: set data.sts_path to a pairs file"
-            )
+        task = training_task(cfg, retrieval, pairs)
         accelerator = accelerator or make_accelerator(
             "lasr",
             cfg.report_to,
@@ -172,16 +126,7 @@ class LaSRTrainer(Trainer):
         self.qbank = self.dbank = self.pbank = None
         if retrieval is not None and task in ("retrieval", "both"):
             self.qbank, self.dbank = retrieval_banks(model, retrieval, bs)
-            self.train_q = [
-                r.id
-                for r in retrieval.queries
-                if any(
-                    d in self.dbank.index and v > 0
-                    for d, v in retrieval.qrels.get(r.id, {}).items()
-                )
-            ]
-            if not self.train_q:
-                raise ValueError("lasr: no training query has a relevant document in the corpus")
+            self.train_q = trainable_queries(retrieval, self.dbank)
         if pairs is not None and task in ("rank", "both"):
             self.pbank = pair_bank(model, pairs, bs)
             self.k1, self.k2 = pair_keys(pairs)
@@ -242,12 +187,6 @@ class LaSRTrainer(Trainer):
         return True
 
     # ---------------------------------------------------------------- steps
-    def _log_scale(self, net: LaSRNet) -> Tensor | None:
-        """The learned log inverse temperature of the ranking loss (``learn_temperature``)."""
-        if not self.cfg.learn_temperature:
-            return None
-        return net.head.logit_scale.clamp(-MAX_LOG_GATE, MAX_LOG_GATE)
-
     def _draw(self, n: int, size: int) -> list[int]:
         """A step's draw of ``size`` rows per process out of ``n`` (all processes together,
         distinct): the same on every process (the shared sampler), so ``world`` processes ×
@@ -306,7 +245,8 @@ class LaSRTrainer(Trainer):
         s_neg = torch.einsum("bd,bmd->bm", zq, neg)  # [B, M]
         scores = torch.cat([s_pos, s_neg], dim=1)
         mask = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1)
-        loss = ranking_loss(scores, mask, cfg, self._log_scale(net))
+        scale = net.head.loss_log_scale() if cfg.learn_temperature else None  # learned 1/T
+        loss = ranking_loss(scores, mask, cfg, scale)
         if cfg.use_queue:
             packed = None  # what `rescore` reads per entry; stop-grad entries need none
             if cfg.queue_rescore:
@@ -323,21 +263,10 @@ class LaSRTrainer(Trainer):
         current model (``lasr.negatives: corpus``): exact hard negatives, no stale entries."""
         cfg, bank = self.cfg, self.dbank
         assert bank is not None
-        with torch.no_grad():
-            was = net.training
-            net.eval()
-            zall = embed_rows(net, bank.streams, self.accelerator.device)  # [D, d]
-            net.train(was)
-            s_all = zq.detach() @ zall.T  # [B, D]
-            langs = np.asarray(bank.langs)
-            for b, p in enumerate(pos):
-                off = langs != langs[bank.index[p]]
-                off[[bank.index[d] for d in relevant[b] if d in bank.index]] = True
-                s_all[b, torch.from_numpy(off).to(s_all.device)] = float("-inf")
-            m = min(cfg.num_negatives, s_all.shape[1])
-            top = s_all.topk(m, dim=1)
-        valid = torch.isfinite(top.values)
-        keys = [bank.keys[j] for j in top.indices.flatten().tolist()]
+        dev = self.accelerator.device
+        values, indices = corpus_negatives(net, bank, zq, pos, relevant, cfg.num_negatives, dev)
+        m, valid = values.shape[1], torch.isfinite(values)
+        keys = [bank.keys[j] for j in indices.flatten().tolist()]
         uniq = list(dict.fromkeys(keys + pos))
         z = self._embed(bank, uniq, "document")  # with gradient
         row = {k: i for i, k in enumerate(uniq)}
@@ -345,7 +274,8 @@ class LaSRTrainer(Trainer):
         s_pos = (zq * z[[row[p] for p in pos]]).sum(-1, keepdim=True)
         scores = torch.cat([s_pos, torch.einsum("bd,bmd->bm", zq, neg)], dim=1)
         mask = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1).to(scores.device)
-        return ranking_loss(scores, mask, cfg, self._log_scale(net))
+        scale = net.head.loss_log_scale() if cfg.learn_temperature else None  # learned 1/T
+        return ranking_loss(scores, mask, cfg, scale)
 
     def rank_loss(self) -> Tensor | None:
         """One batch of pairs -> correlation loss on [CorrQueue; batch] (Eq. 31-34), or None
@@ -442,15 +372,7 @@ class LaSRTrainer(Trainer):
     ) -> dict[str, object]:
         """Held-out metrics of the EMA weights (or the live ones): nDCG@k / soft loss, Pearson."""
         net = self.ema.shadow if use_ema else self.net
-        out: dict[str, object] = {}
-        if retrieval is not None:
-            qb, db = retrieval_banks(self.model, retrieval, self.cfg.encode_batch_size)
-            out["retrieval"] = evaluate_retrieval(
-                net, qb, db, retrieval.qrels, self.cfg.ndcg_k, self.cfg
-            )
-        if pairs is not None:
-            bank = pair_bank(self.model, pairs, self.cfg.encode_batch_size)
-            out["rank"] = evaluate_pairs(net, bank, pairs)
+        out = held_out_metrics(self.model, net, self.cfg, retrieval, pairs)
         self.net.train()
         return out
 
@@ -514,7 +436,7 @@ class LaSRTrainer(Trainer):
         self.model.net.eval()
         if (
             self.fits and self.accelerator.is_main_process
-        ):  # the step-0 fixed fusion, for leaderboards
+        ):  # step 0's fixed fusion, for leaderboards
             self.model.net.load_state_dict(self.initial)
             with atomic_dir(self.root / FIXED_FUSION) as tmp:  # read with LiRA's store
                 self.model.save_pretrained(tmp, store_snapshot=False)
