@@ -33,7 +33,6 @@ import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -41,7 +40,7 @@ from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from arca.actor import Actor
-from arca.adaptor import Adaptor
+from arca.adaptor import Adaptor, ridge_fit
 from arca.candidates import pad_candidates
 from arca.config import ArcaConfig
 from arca.g_cache import GEmbeddingCache, cache_path, encoder_id, kind_id, sentence_rows
@@ -131,7 +130,7 @@ class ArcaModel(nn.Module):
     def _device(self) -> torch.device:
         return next(self.adaptor.parameters()).device
 
-    def to(self, *args: Any, **kwargs: Any) -> ArcaModel:
+    def to(self, *args: object, **kwargs: object) -> ArcaModel:
         """``nn.Module.to``, and the frozen backbone h (not a submodule) follows to the same
         device (its dtype stays: h runs in ``models.dtype``)."""
         super().to(*args, **kwargs)
@@ -281,8 +280,6 @@ class ArcaModel(nn.Module):
     def fit_ridge(self, texts: Sequence[str], lam: float, batch_size: int = 256) -> int:
         """Fit the linear Adaptor (distill, ridge) in closed form on English ``texts``:
         A(g(y)) ~ h(y) (:func:`arca.adaptor.ridge_fit`); returns the texts used."""
-        from arca.adaptor import ridge_fit
-
         if not isinstance(self.adaptor.mlp, nn.Linear):
             raise RuntimeError("fit_ridge needs the linear Adaptor (objective distill, ridge)")
         texts = list(dict.fromkeys(t for t in texts if t and t.strip()))

@@ -26,7 +26,7 @@ import json
 import logging
 from argparse import Namespace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import numpy as np
 
@@ -104,7 +104,7 @@ def backbone_diagnostics(
     return {"rkhs_c": c_stats, "lipschitz": {str(k): v for k, v in lip.items()}}
 
 
-def arca_diagnostics(output_dir: Path, out: Path) -> dict[str, Any]:
+def arca_diagnostics(output_dir: Path, out: Path) -> dict[str, object]:
     """ε̂1, ε̂2 and the selection shares of Arca's summary (if trained), with the Fig. 10 plot.
 
     Reads ``<output_dir>/arca/summary.json`` (``lira arca``), else ``arca/final/metrics.json``;

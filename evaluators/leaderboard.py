@@ -14,7 +14,6 @@ import json
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 from matplotlib.figure import Figure
@@ -23,7 +22,8 @@ from evaluators.diagnostics import save_figure
 from evaluators.scenarios import describe
 from lira.encoding import Encoder
 
-Row = dict[str, Any]
+Row = dict[str, str | float]
+"""One leaderboard row: the :data:`KEYS` (strings, then value and interval as floats)."""
 KEYS = ("method", "task", "scenario", "language", "metric", "value", "ci_low", "ci_high")
 
 

@@ -13,7 +13,7 @@ from argparse import Namespace
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -56,7 +56,7 @@ def task_sources(tasks: list[AbsTask], work_dir: str | Path) -> dict[str, list[s
             if lang not in ("en", "xx")}  # fmt: skip
 
 
-def translate_tasks(cfg: PoolRun, args: Namespace) -> dict[str, Any]:
+def translate_tasks(cfg: PoolRun, args: Namespace) -> dict[str, object]:
     """``lira translate CONFIG --mteb TASK[,TASK…]``: fill the run's translation store with the
     pass@k candidates and critic scores of every non-English text of the tasks, so a LiRA model
     evaluated on them later (``lira eval|compare --mteb``) finds them offline."""

@@ -15,15 +15,17 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from types import ModuleType
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 
 from lira.config import ConfigError
-from lira.metrics import MEASURES, ir_metrics  # noqa: F401 (re-exported: moved to lira.metrics)
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # faiss is optional (the ``faiss`` extra): its types for annotations only
+    import faiss
+
     from evaluators.config import EvalConfig
 
 log = logging.getLogger(__name__)
@@ -72,7 +74,7 @@ def exact_search(
 
 
 # ----------------------------------------------------------------------------------- FAISS
-def import_faiss() -> Any:
+def import_faiss() -> ModuleType:
     """The ``faiss`` module, or a :class:`ConfigError` naming the fix when it is missing."""
     try:
         import faiss
@@ -106,7 +108,7 @@ def ivf_lists(n_docs: int, nlist: int = 0) -> int:
 
 def build_faiss_index(
     docs: np.ndarray, cfg: EvalConfig, k: int = 100, n_queries: int | None = None
-) -> Any:
+) -> faiss.Index:
     """A FAISS inner-product index over ``docs`` [N, d] of the kind :func:`faiss_index_kind`
     picks for ``n_queries``, trained (IVF) and filled, with its search parameters set (``k``:
     HNSW's beam is at least k)."""
@@ -134,7 +136,7 @@ def build_faiss_index(
 
 
 def faiss_search(
-    queries: np.ndarray, docs: np.ndarray, k: int, cfg: EvalConfig, index: Any = None
+    queries: np.ndarray, docs: np.ndarray, k: int, cfg: EvalConfig, index: faiss.Index | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-k (scores, indices) through FAISS (``index``: one built by :func:`build_faiss_index`
     on ``docs``, else built here). Missing hits of an approximate index: index -1, score -inf."""

@@ -26,10 +26,11 @@ Decisions where the paper is silent or ambiguous (see also docs/design.md "LaSR"
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor
+from torch.autograd.function import FunctionCtx
 
 if TYPE_CHECKING:
     from lasr.config import LaSRConfig
@@ -55,7 +56,7 @@ class _PairwiseSigmoidSum(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx: Any, x: Tensor, w: Tensor, tau: float, chunk: int) -> Tensor:
+    def forward(ctx: FunctionCtx, x: Tensor, w: Tensor, tau: float, chunk: int) -> Tensor:
         ctx.save_for_backward(x, w)
         ctx.tau, ctx.chunk = tau, chunk
         out = torch.empty_like(x)
@@ -65,7 +66,7 @@ class _PairwiseSigmoidSum(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx: Any, g: Tensor) -> tuple[Tensor, None, None, None]:
+    def backward(ctx: FunctionCtx, g: Tensor) -> tuple[Tensor, None, None, None]:
         x, w = ctx.saved_tensors
         tau, chunk = ctx.tau, ctx.chunk
         grad = torch.empty_like(x)

@@ -24,7 +24,6 @@ import shutil
 import time
 from argparse import Namespace
 from pathlib import Path
-from typing import Any
 
 import torch
 import yaml
@@ -76,7 +75,7 @@ def arca_path(cfg: TuneTranslatorRun) -> Path:
     return path
 
 
-def run_tune_translator(cfg: TuneTranslatorRun, args: Namespace | None = None) -> dict[str, Any]:
+def run_tune_translator(cfg: TuneTranslatorRun, args: Namespace | None = None) -> dict[str, object]:
     """Engine of ``lira tune-translator``: GRPO on Arca's reward; writes ``<output>/final``."""
     from peft import LoraConfig
     from trl import GRPOTrainer
