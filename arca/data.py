@@ -5,7 +5,8 @@ translation, :func:`fetch_candidates`); :func:`clean_items` / :func:`usable_item
 unusable ones; :class:`StoreCandidates` reads
 candidates from the translation store (filling gaps first when online) and
 :func:`build_items` makes the items of a split; :func:`held_out_sources` and
-:func:`gold_eval_items` are the held-out sources Arca is measured on; :class:`DataOrder` is the order training reads them in.
+:func:`gold_eval_items` are the held-out sources Arca is measured on; :class:`DataOrder` is the
+order training reads the items in.
 """
 
 from __future__ import annotations

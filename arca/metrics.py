@@ -139,7 +139,7 @@ def trim_log(path: Path, step: int) -> None:
 def selection_metrics(
     logits: Tensor, mask: Tensor, critic: Tensor, reference: Tensor
 ) -> dict[str, Tensor]:
-    """Per source, how the Actor's policy picks (issue 39): ``best_critic`` (its arg-max has the
+    """Per source, how the Actor's policy picks: ``best_critic`` (its arg-max has the
     best critic score, ties included), ``reference`` (its arg-max is a reference candidate; NaN
     where none is in the pool), ``entropy`` (nats) and ``k`` (candidates).
 

@@ -1,7 +1,7 @@
 """Retrieval with a translator's output: base vs GRPO-tuned (``lira tune-translator --evaluate``).
 
-Issue #20 asks whether the translator tuned on Arca's anchor reward writes translations the
-backbone h retrieves better with. This module answers it on the configured data's held-out
+Does the translator tuned on Arca's anchor reward write translations the backbone h retrieves
+better with? This module answers it on the configured data's held-out
 questions (never tuning sources): both translators translate every held-out question of the
 evaluation languages into the run's store (under their own ids; cached candidates are reused),
 then h embeds each translator's output and retrieves over the English passages (scenario

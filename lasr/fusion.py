@@ -30,8 +30,8 @@ transformer into one embedding ẑ; it does not say how English keeps its qualit
   xquad_minilm: off by default.
 
 A disabled stream (Table 5 ablation "– multi-enc") is an off block, so the dimension never
-changes. ``logit_scale`` is a learned inverse temperature of LaSR's ranking loss (the block
-weights no longer have to double as one). :class:`HeadEMA` is the exponential moving average of
+changes. ``logit_scale`` is a learned inverse temperature of LaSR's ranking loss (so that the
+block weights need not double as one). :class:`HeadEMA` is the exponential moving average of
 the trained net that LaSR evaluates and saves.
 """
 
