@@ -75,8 +75,9 @@ def actor_eval_items(
         encode, g_name = (None, "")
         if tc.critic.kind == "embedding" and not tc.critic.encoder:
             encode, g_name = critic_g(cfg.models, cfg.output_dir)()
-        critic = build_critic(tc.critic, cache_dir=cfg.models.cache_dir, encode=encode,
-                              g_name=g_name)  # fmt: skip
+        critic = build_critic(
+            tc.critic, cache_dir=cfg.models.cache_dir, encode=encode, g_name=g_name
+        )
     for lang in dict.fromkeys(it.lang for it in out):
         mine = [it for it in out if it.lang == lang and (it.source, it.lang) in gold]
         texts = [gold[(it.source, it.lang)] for it in mine]

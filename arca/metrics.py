@@ -188,8 +188,9 @@ def evaluate_actor(
             continue
         cands = [it.candidates or [] for it in chunk]
         scores, mask, cand_texts, slot = pad_candidates(cands)
-        out = model([it.source for it in chunk], model.english_inputs(cand_texts), scores, mask,
-                    slot)  # fmt: skip
+        out = model(
+            [it.source for it in chunk], model.english_inputs(cand_texts), scores, mask, slot
+        )
         is_ref = torch.zeros_like(mask)
         for b, cs in enumerate(cands):
             for k, c in enumerate(cs):

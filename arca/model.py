@@ -167,8 +167,9 @@ class ArcaModel(nn.Module):
             self._g_id = encoder_id(self.encoder, self.models_cfg.cache_dir)
         dev = self._device()
         if getattr(self.encoder, "level", "token") == "sentence":  # the rows "g alone" reads too
-            rows = sentence_rows(self.g_cache, self._g_id, self.encoder, texts, kind,
-                                 guard=self._guard).to(dev)  # fmt: skip
+            rows = sentence_rows(
+                self.g_cache, self._g_id, self.encoder, texts, kind, guard=self._guard
+            ).to(dev)
             ones = torch.ones(rows.shape[:2], dtype=torch.long, device=dev)
             return temporal_pool(rows, ones, self.pool_size)
 

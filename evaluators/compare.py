@@ -111,8 +111,9 @@ def arca_diagnostics(output_dir: Path, out: Path) -> dict[str, object]:
     both hold ``selection`` (training, sampled picks) and ``eval.selection`` (held-out, arg-max).
     """
     arca = output_dir / "arca"
-    path = next((p for p in (arca / "summary.json", arca / "final" / "metrics.json")
-                 if p.is_file()), None)  # fmt: skip
+    path = next(
+        (p for p in (arca / "summary.json", arca / "final" / "metrics.json") if p.is_file()), None
+    )
     if path is None:
         return {}
     metrics = json.loads(path.read_text(encoding="utf-8"))
@@ -202,8 +203,9 @@ def _compare_parallel(
         title = "VALIDATION split (XQuAD-R training-id questions held out; choices made here)"
         write_leaderboard(dev, out / "validation", title=title)
         print(f"wrote {out / 'validation' / 'leaderboard.md'} (validation split)")
-    rows = evaluate_encoders(models, ds, splits.eval_ids, langs, cfg.eval,
-                             reference=refs, caches=caches)  # fmt: skip
+    rows = evaluate_encoders(
+        models, ds, splits.eval_ids, langs, cfg.eval, reference=refs, caches=caches
+    )
     rows += english_gaps(rows)
     write_leaderboard(rows, out, title="TEST split: LiRA vs baselines (XQuAD-R held-out questions)",
                       notes=model_notes(models))  # fmt: skip

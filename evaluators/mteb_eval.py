@@ -105,8 +105,9 @@ def run_mteb(
             log.warning(
                 "%s: %d non-English text(s) had no stored translation and were embedded "
                 "untranslated; fill the store (`lira translate`) or use an online LiRA model",
-                method, missing,
-            )  # fmt: skip
+                method,
+                missing,
+            )
         log.info("mteb: %s done (%s)", method, ", ".join(t.metadata.name for t in tasks))
     return rows
 

@@ -52,8 +52,9 @@ def task_sources(tasks: list[AbsTask], work_dir: str | Path) -> dict[str, list[s
     with random vectors), without English and unknown-language texts (never translated)."""
     rec = _Recorder()
     run_mteb({"sources": rec}, tasks, Path(work_dir) / "sources", batch_size=256)
-    return {lang: list(dict.fromkeys(t)) for lang, t in rec.sources.items()
-            if lang not in ("en", "xx")}  # fmt: skip
+    return {
+        lang: list(dict.fromkeys(t)) for lang, t in rec.sources.items() if lang not in ("en", "xx")
+    }
 
 
 def translate_tasks(cfg: PoolRun, args: Namespace) -> dict[str, object]:

@@ -136,8 +136,9 @@ def _pairs_markdown(pairs: list[dict[str, str]], base: str, tuned: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
 
     lines = [f"| lang | source | {base} | {tuned} |", "|---|---|---|---|"]
-    lines += [f"| {p['lang']} | {cell(p['source'])} | {cell(p[base])} | {cell(p[tuned])} |"
-              for p in pairs]  # fmt: skip
+    lines += [
+        f"| {p['lang']} | {cell(p['source'])} | {cell(p[base])} | {cell(p[tuned])} |" for p in pairs
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -233,8 +234,9 @@ def run_translator_eval(
         },
         "pairs": pairs,
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False),
-                                      encoding="utf-8")  # fmt: skip
+    (out / "summary.json").write_text(
+        json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8"
+    )
     print(files["md"].read_text(encoding="utf-8"))
     print(f"wrote {files['md']}, {out / 'pairs.md'} and {out / 'summary.json'}")
     return summary

@@ -104,8 +104,9 @@ def share_streams(
     computed = [model.streams([todo[i] for i in idx], [todo_langs[i] for i in idx], kind=kind)
                 for idx in mine]  # fmt: skip
     local = Streams.cat(computed) if computed else model.streams([], [], kind=kind)
-    counts = gather_object([(model.missing_translations - seen[0],
-                             model.translation_lookups - seen[1])])  # fmt: skip
+    counts = gather_object(
+        [(model.missing_translations - seen[0], model.translation_lookups - seen[1])]
+    )
     model.missing_translations = seen[0] + sum(c[0] for c in counts)
     model.translation_lookups = seen[1] + sum(c[1] for c in counts)
     if model.arca.g_cache is not None:
@@ -230,8 +231,9 @@ def evaluate_retrieval(
         step = max(1, min(16, SOFT_NDCG_ELEMENTS // max(1, len(cols) ** 2)))
         for c in range(0, len(rows), step):  # O(rows · C²) memory: a few queries at a time
             part = slice(c, c + step)
-            loss = soft_ndcg_loss(s[part], y[part], k=k, tau=cfg.tau, tau_k=cfg.tau_k,
-                                  safe_negatives=False)  # fmt: skip
+            loss = soft_ndcg_loss(
+                s[part], y[part], k=k, tau=cfg.tau, tau_k=cfg.tau_k, safe_negatives=False
+            )
             soft += [float(loss)] * len(rows[part])
     by_lang: dict[str, list[float]] = {}
     for q, v in true.items():

@@ -126,8 +126,9 @@ def lira_encoders(
     }
     fixed = run_dir / "lasr" / FIXED_FUSION
     if fixed.is_dir():  # step 0 of LaSR: the validation-best fixed fusion of the blocks
-        fused = LiRAModel.from_pretrained(fixed, store=lira.store, translation=translation,
-                                          device=device, backbone=lira.backbone)  # fmt: skip
+        fused = LiRAModel.from_pretrained(
+            fixed, store=lira.store, translation=translation, device=device, backbone=lira.backbone
+        )
         fused.use_run_cache(run_dir)
         fused.cache_streams = True
         fused.share_streams(lira)  # same Arca, backbone and store: the streams are LiRA's
@@ -179,8 +180,9 @@ def encoder_for_eval(cfg: LaSRRun, path: str, online: bool = False) -> tuple[str
     if (p / CONFIG_NAME).is_file():
         own = p.resolve() == (Path(cfg.output_dir) / LIRA_MODEL_DIR).resolve()
         store = _run_store(cfg.output_dir, cfg.translation) if own else None
-        model = LiRAModel.from_pretrained(p, store=store, translation=cfg.translation,
-                                          device=device)  # fmt: skip
+        model = LiRAModel.from_pretrained(
+            p, store=store, translation=cfg.translation, device=device
+        )
         if online:
             _go_online(model)
         return LIRA, model
@@ -197,8 +199,9 @@ def _run_store(run_dir: str | Path, translation: TranslationConfig) -> Translati
 def _go_online(model: LiRAModel) -> None:
     """Let a LiRA model translate texts its store lacks (pass@k pool + critic), as at inference."""
     if model.store is None:
-        log.warning("the LiRA model has no translation store: non-English texts are embedded "
-                    "untranslated")  # fmt: skip
+        log.warning(
+            "the LiRA model has no translation store: non-English texts are embedded untranslated"
+        )
         return
     model.online = True
 

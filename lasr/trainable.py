@@ -53,8 +53,9 @@ def fit_validation_fusion(
                 groups.setdefault(lang, []).append(i)
         if not groups:
             continue
-        fit = fit_fusion(cos, labels, groups, cfg.fusion_grid, cfg.ndcg_k, allowed,
-                         across_processes=True)  # fmt: skip
+        fit = fit_fusion(
+            cos, labels, groups, cfg.fusion_grid, cfg.ndcg_k, allowed, across_processes=True
+        )
         fits[kind] = fit
         weights[kind] = fit.weights
         log.info("lasr: fixed fusion on validation, %s queries: λ(en, lr, g) = %s, nDCG@%d "
@@ -99,8 +100,9 @@ def param_groups(
         why = (
             "the multilingual stream is off" if not multilingual else "it has no trainable weights"
         )
-        log.warning("lasr.train_encoder ignored: g (%s) does not train: %s",
-                    model.models_cfg.encoder, why)  # fmt: skip
+        log.warning(
+            "lasr.train_encoder ignored: g (%s) does not train: %s", model.models_cfg.encoder, why
+        )
     if train_g:
         arca_params += list(model.arca.encoder.parameters())
         model.arca.g_cache = None  # g changes: its cached embeddings no longer hold

@@ -93,8 +93,9 @@ def run_tune_translator(cfg: TuneTranslatorRun, args: Namespace | None = None) -
         )
     batch = min(tc.batch_size, len(sources))
     if batch < tc.batch_size:
-        log.warning("only %d training sources: batch_size %d -> %d", len(sources), tc.batch_size,
-                    batch)  # fmt: skip
+        log.warning(
+            "only %d training sources: batch_size %d -> %d", len(sources), tc.batch_size, batch
+        )
     resume = bool(getattr(args, "resume", False))
     out.mkdir(parents=True, exist_ok=True)
     found = checkpoints(out)
