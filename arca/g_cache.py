@@ -259,8 +259,10 @@ def sentence_rows(
     def compute(todo: list[str]) -> Tensor:
         step = batch_size or len(todo)
         starts = range(0, len(todo), step)
-        parts = [encoder(todo[s : s + step], kind)[0].float()
-                 for s in tqdm(starts, desc=f"encode {encoder.name}", disable=len(todo) <= 1000)]  # fmt: skip
+        parts = [
+            encoder(todo[s : s + step], kind)[0].float()
+            for s in tqdm(starts, desc=f"encode {encoder.name}", disable=len(todo) <= 1000)
+        ]
         rows = torch.cat(parts)  # [M, 1, d]
         return guard(rows) if guard is not None else rows
 

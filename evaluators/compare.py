@@ -75,13 +75,15 @@ def agnosticism(
     for name, model in models.items():
         emb = np.asarray(model.encode([r.text for r in records], langs=[r.lang for r in records]))
         labels = [r.lang for r in records]
-        rows.append({
-            "method": name,
-            "languages": langs,
-            "language_id_accuracy": language_id_accuracy(emb, labels, seed=seed),
-            "chance": 100.0 / len(langs),
-            "lancer_penalty": lancer_penalty(emb, labels),
-        })  # fmt: skip
+        rows.append(
+            {
+                "method": name,
+                "languages": langs,
+                "language_id_accuracy": language_id_accuracy(emb, labels, seed=seed),
+                "chance": 100.0 / len(langs),
+                "lancer_penalty": lancer_penalty(emb, labels),
+            }
+        )
     return rows
 
 
@@ -192,8 +194,10 @@ def _compare_parallel(
     refs = [r for r in REFERENCES if r in models]  # paired Δ of every method to each
     # the English corpus is in both splits: encoded once; the non-English documents are never
     # translation sources for XQuAD-R, so LiRA embeds them untranslated (said once)
-    caches = {m: EmbeddingCache(enc, cfg.eval.batch_size, untranslated_documents=True)
-              for m, enc in models.items()}  # fmt: skip
+    caches = {
+        m: EmbeddingCache(enc, cfg.eval.batch_size, untranslated_documents=True)
+        for m, enc in models.items()
+    }
     if splits.dev_ids:  # the validation split, where choices were made: its own files
         dev_langs = [x for x in dict.fromkeys([*cfg.data.train_languages, *cfg.data.dev_languages])
                      if x != "en"]  # fmt: skip

@@ -138,12 +138,16 @@ def write_mteb_leaderboard(rows: list[Row], out_dir: str | Path, title: str) -> 
 
         parts += [f"## {task}: {head} by subset", "", "| subset | " + " | ".join(methods) + " |",
                   "|" + "---|" * (len(methods) + 1)]  # fmt: skip
-        parts += [f"| {s} | " + " | ".join(cell((m, task, s, head)) for m in methods) + " |"
-                  for s in subsets]  # fmt: skip
+        parts += [
+            f"| {s} | " + " | ".join(cell((m, task, s, head)) for m in methods) + " |"
+            for s in subsets
+        ]
         parts += ["", f"## {task}: every metric (all)", "", "| method | " + " | ".join(metrics)
                   + " |", "|" + "---|" * (len(metrics) + 1)]  # fmt: skip
-        parts += [f"| {m} | " + " | ".join(cell((m, task, "all", x)) for x in metrics) + " |"
-                  for m in methods]  # fmt: skip
+        parts += [
+            f"| {m} | " + " | ".join(cell((m, task, "all", x)) for x in metrics) + " |"
+            for m in methods
+        ]
         parts.append("")
     files["md"].write_text("\n".join(parts), encoding="utf-8")
     return files

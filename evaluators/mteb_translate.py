@@ -70,7 +70,9 @@ def translate_tasks(cfg: PoolRun, args: Namespace) -> dict[str, object]:
     summary = fill_store(cfg, sources)
     summary["mteb_tasks"] = [t.metadata.name for t in tasks]
     write_json(out / "translate_mteb_summary.json", summary)
-    print(f"translated the MTEB texts into {summary['store']} ({summary['generated']} generated, "
-          f"{summary['reused']} reused, {summary['failed']} failed)")  # fmt: skip
+    print(
+        f"translated the MTEB texts into {summary['store']} ({summary['generated']} generated, "
+        f"{summary['reused']} reused, {summary['failed']} failed)"
+    )
     check_translated(summary, cfg, out / "translate_mteb_summary.json")
     return summary

@@ -122,12 +122,14 @@ def sample_pairs(
     out = []
     for lang, text in picked:
         b, t = (store.candidates([text], lang, [tr])[0] for tr in (base, tuned))
-        out.append({
-            "lang": lang,
-            "source": text,
-            base.name: b[0].text if b else "(failed)",
-            tuned.name: t[0].text if t else "(failed)",
-        })  # fmt: skip
+        out.append(
+            {
+                "lang": lang,
+                "source": text,
+                base.name: b[0].text if b else "(failed)",
+                tuned.name: t[0].text if t else "(failed)",
+            }
+        )
     return out
 
 

@@ -101,8 +101,10 @@ def share_streams(
     shards = [[i for idx in batches[r::world] for i in idx] for r in range(world)]
     seen = (model.missing_translations, model.translation_lookups)
     mine = batches[rank::world]  # batches as one process would compute them
-    computed = [model.streams([todo[i] for i in idx], [todo_langs[i] for i in idx], kind=kind)
-                for idx in mine]  # fmt: skip
+    computed = [
+        model.streams([todo[i] for i in idx], [todo_langs[i] for i in idx], kind=kind)
+        for idx in mine
+    ]
     local = Streams.cat(computed) if computed else model.streams([], [], kind=kind)
     counts = gather_object(
         [(model.missing_translations - seen[0], model.translation_lookups - seen[1])]

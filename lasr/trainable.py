@@ -36,8 +36,10 @@ def fit_validation_fusion(
     the fits per query type (``foreign``, ``en``)."""
     fits: dict[str, FusionFit] = {}
     if dev is None:
-        log.warning("lasr.fusion_init=validation but there is no validation split "
-                    "(data.dev_fraction = 0): the paper's block weights are used")  # fmt: skip
+        log.warning(
+            "lasr.fusion_init=validation but there is no validation split "
+            "(data.dev_fraction = 0): the paper's block weights are used"
+        )
         return fits
     qb, db = retrieval_banks(model, dev, cfg.encode_batch_size)
     en_docs = [j for j, lang in enumerate(db.langs) if lang == "en"]

@@ -30,14 +30,16 @@ META_NAME = "tune_translator.json"
 
 def build_dataset(sources: Sequence[tuple[str, str]], translator: TranslatorConfig) -> Dataset:
     """The GRPO dataset: a chat prompt (the pool's translation prompt) + ``source`` + ``lang``."""
-    return Dataset.from_list([
-        {
-            "prompt": chat_messages(translation_prompt(text, lang, translator.prompt_version)),
-            "source": text,
-            "lang": lang,
-        }
-        for text, lang in sources
-    ])  # fmt: skip
+    return Dataset.from_list(
+        [
+            {
+                "prompt": chat_messages(translation_prompt(text, lang, translator.prompt_version)),
+                "source": text,
+                "lang": lang,
+            }
+            for text, lang in sources
+        ]
+    )
 
 
 def load_policy(
