@@ -25,7 +25,6 @@ from typing import Protocol, TypedDict
 
 import numpy as np
 
-from arca.tuning.translators import TuningRun, base_translator, output_folder, tuned_translator
 from evaluators.config import EvalRun
 from evaluators.engine import evaluate_encoders
 from evaluators.leaderboard import Row, write_leaderboard
@@ -37,6 +36,7 @@ from lira.errors import UserInputError
 from lira.translation.config import CriticConfig, TranslatorConfig
 from lira.translation.runner import fill_store, store_path
 from lira.translation.store import TranslationStore
+from lira.translation.tuning import TuningRun, base_translator, output_folder, tuned_translator
 
 log = logging.getLogger(__name__)
 SCENARIO = "lang-en"

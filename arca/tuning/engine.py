@@ -39,12 +39,12 @@ from arca.tuning.grpo import (
     save_final,
 )
 from arca.tuning.reward import AnchorReward, critic_scorer
-from arca.tuning.translators import base_translator, output_folder, tuned_translator
 from lira.checkpoint import write_json
 from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
 from lira.translation.critic import build_critic
 from lira.translation.runner import check_source
+from lira.translation.tuning import base_translator, output_folder, tuned_translator
 
 log = logging.getLogger(__name__)
 

@@ -14,12 +14,12 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from arca.tuning.config import TuneTranslatorRun
-from arca.tuning.translators import base_translator
 from lira.checkpoint import atomic_dir
 from lira.models.generators import load_causal_lm
 from lira.prompts import translation_prompt
 from lira.translation.config import TranslatorConfig
 from lira.translation.translators import chat_messages
+from lira.translation.tuning import base_translator
 
 if TYPE_CHECKING:  # trl loads only when GRPO runs (it is heavy)
     from trl import GRPOConfig, GRPOTrainer

@@ -11,11 +11,11 @@ from safetensors.torch import load_file
 
 from arca.tuning.config import TuneTranslatorConfig
 from arca.tuning.engine import run_tune_translator
-from arca.tuning.translators import tuned_translator
 from lira.config import DataConfig
 from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.store import Row, TranslationStore, key_for
+from lira.translation.tuning import tuned_translator
 
 from .conftest import EN, SRC, _reset_accelerate
 

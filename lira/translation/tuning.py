@@ -1,7 +1,7 @@
 """Which pool translator ``lira tune-translator`` tunes, and the pool entry of the tuned model.
 
 Shared by the tuning engine (:mod:`arca.tuning.engine`) and its evaluation
-(:mod:`evaluators.translators`).
+(:mod:`evaluators.translators`), which must not import Arca.
 """
 
 from __future__ import annotations
@@ -11,11 +11,20 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
-from arca.tuning.config import TuneTranslatorConfig
 from lira.errors import UserInputError
 from lira.translation.config import TranslationConfig, TranslatorConfig
 
 log = logging.getLogger(__name__)
+
+
+class TuneSpec(Protocol):
+    """The ``tune_translator.*`` fields read here (``arca.tuning.config.TuneTranslatorConfig``)."""
+
+    translator: str
+    name: str
+    output: str
+    merge: bool
+    lora: bool
 
 
 class TuningRun(Protocol):
@@ -23,7 +32,7 @@ class TuningRun(Protocol):
 
     output_dir: str
     translation: TranslationConfig
-    tune_translator: TuneTranslatorConfig
+    tune_translator: TuneSpec
 
 
 def base_translator(cfg: TuningRun) -> TranslatorConfig:
