@@ -17,7 +17,14 @@ from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, Literal, Protocol, TypeVar
 
 from lira.baselines.registry import all_methods, method_names
-from lira.config import DataConfig, ModelsConfig, check, check_lr, check_seed
+from lira.config import (
+    DataConfig,
+    LoRAArguments,
+    ModelsConfig,
+    TrainingArguments,
+    check,
+    check_lr,
+)
 
 R = TypeVar("R", bound="RecipeConfig")
 
@@ -100,7 +107,7 @@ def recipe_classes() -> dict[str, type[RecipeConfig]]:
 
 
 @dataclass
-class BaselinesConfig:
+class BaselinesConfig(TrainingArguments, LoRAArguments):
     """Baselines trained on the same data (papers 000-003).
 
     Each method's recipe ``baselines.<method>.*`` defaults to that paper's values (CLEAR App. A
@@ -152,9 +159,8 @@ class BaselinesConfig:
             "contrastive losses need >= 2 (0 = each paper's batch size)",
         )
         check_lr(self.lr, "lr", zero_ok=True)  # 0 = each paper's learning rate
-        check_seed(self.seed, "seed")
-        check(self.lora_r >= 1, "lora_r", "must be >= 1")
-        check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        TrainingArguments.__post_init__(self)  # seed, max_grad_norm
+        LoRAArguments.__post_init__(self)  # lora_r
         check(self.save_every >= 0, "save_every", "must be >= 0 (0 = no checkpoints)")
         types = recipe_classes()
         unknown = sorted(set(self.recipes) - set(types))
