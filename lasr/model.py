@@ -14,27 +14,12 @@ For a text x in language l the model computes two streams and fuses them (paper 
   English half by a learned weight (= E_en for English and untranslated texts);
 
 and returns ẑ = FusionHead(E_en, E_lr, features, ḡ) ∈ R^{d_en + d_lr (+ d_g)}, ℓ2-normalised
-(:mod:`lasr.fusion`: a per-text weighted concatenation, so English keeps the backbone's order). Translations come from the translation
-store (offline) or, with ``online=True``, the translator pool first fills the store for texts
-missing there (:func:`lira.translation.runner.fill_store`, same pass@k translators and critic). ``save_pretrained`` writes a self-describing folder::
-
-    lira_config.json   models / translation / arca / lasr sections + stream dimensions + the
-                       translation store's path relative to this folder; the translators are
-                       named (names, models, kinds), never reached: no base_url, api_key_env or
-                       absolute path (the caller's config gives those: ``from_pretrained(folder,
-                       translation=cfg.translation)``)
-    head.safetensors   the LaSR fusion head (EMA weights after training)
-    adaptor.safetensors LaSR's Adaptor (its own copy of Arca's, trained end to end)
-    arca/              Arca encoder g + Adaptor + Actor as Arca trained them (Arca's format;
-                       its Adaptor scores candidates for the Actor's selection)
-    translations.sqlite a snapshot of the translation store the model was trained and
-                       validated with (:mod:`lasr.hub`; read through a working copy)
-    modules.json, config_sentence_transformers.json
-                       the folder as a sentence-transformers model (:mod:`lasr.st_module`)
-    README.md          the model card (:mod:`lasr.model_card`)
-
-The backbone is stored as a reference (hub id, folder or demo alias), not copied. A hub id
-loads like a folder (``from_pretrained("owner/name")``); :meth:`LiRAModel.push_to_hub` uploads.
+(:mod:`lasr.fusion`: a per-text weighted concatenation, so English keeps the backbone's order).
+Translations come from the translation store (offline) or, with ``online=True``, the translator pool first fills the store for texts
+missing there (:func:`lira.translation.runner.fill_store`, same pass@k translators and critic).
+``save_pretrained`` writes a self-describing folder (:mod:`lasr.folder`); the backbone is stored
+as a reference (hub id, folder or demo alias), not copied. A hub id loads like a folder
+(``from_pretrained("owner/name")``); :meth:`LiRAModel.push_to_hub` uploads.
 """
 
 from __future__ import annotations
@@ -57,43 +42,36 @@ from tqdm.auto import tqdm
 from arca.config import ArcaConfig
 from arca.model import CONFIG_NAME as ARCA_CONFIG
 from arca.model import ArcaModel, load_arca
-from lasr.config import LaSRConfig, LaSRRun
-from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
-from lasr.hub import STORE_NAME, open_folder_store, push_to_hub, resolve_folder, snapshot_store
-from lasr.interop import input_texts, mteb_meta, resolve_kind, write_st_files
-from lasr.model_card import write_card
-from lira.checkpoint import (
-    CheckpointError,
-    checkpoint_problem,
-    load_safetensors,
-    read_meta,
-    state_mismatch,
-    write_manifest,
+from lasr.config import ARCHITECTURE_KEYS, LaSRArchitecture, LaSRRun
+from lasr.folder import (
+    ADAPTOR_NAME,
+    CONFIG_NAME,
+    HEAD_NAME,
+    SavedConfigs,
+    folder_meta,
+    open_saved_store,
+    read_folder,
+    refuse_foreign_store,
+    require_endpoints,
+    runnable,
+    same_names,
 )
-from lira.config import ModelsConfig, from_dict, to_dict
+from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
+from lasr.hub import push_to_hub, resolve_folder, snapshot_store
+from lasr.interop import input_texts, mteb_meta, resolve_kind, write_st_files
+from lasr.model_card import parts_sentence, write_card
+from lira.checkpoint import load_safetensors, state_mismatch, write_manifest
+from lira.config import ModelsConfig, to_dict
 from lira.encoding import check_texts, length_batches
-from lira.errors import UserInputError
 from lira.models import Backbone, load_backbone
 from lira.models.devices import resolve_device
-from lira.translation.config import Pool, TranslationConfig, TranslatorConfig, path_too_long
+from lira.translation.config import Pool, TranslationConfig, TranslatorConfig
 from lira.translation.runner import fill_store
 from lira.translation.store import TranslationStore
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 
 log = logging.getLogger(__name__)
 
-CONFIG_NAME = "lira_config.json"
-HEAD_NAME = "head.safetensors"
-ADAPTOR_NAME = "adaptor.safetensors"
-FORMAT = "lira-v3"
-_RETRAIN = (
-    "train LaSR again (`lira lasr CONFIG`; the Arca checkpoint and the store are still valid)"
-)
-RETIRED_FORMATS = {
-    "lira-v1": f"its fusion head predates the raw-view gate and the 9th gate feature; {_RETRAIN}",
-    "lira-v2": f"its fusion head predates the per-type block weights and g's own block; {_RETRAIN}",
-}
-"""Older model-folder formats and the fix named when one is loaded (:func:`read_meta`)."""
 UNKNOWN_LANG = "xx"
 """Language of texts given without ``langs``: never translated (the store keys on language)."""
 
@@ -136,7 +114,7 @@ class LiRAModel(nn.Module):
         models: ModelsConfig,
         translation: TranslationConfig,
         arca_cfg: ArcaConfig,
-        lasr: LaSRConfig,
+        lasr: LaSRArchitecture,
         backbone: Backbone,
         arca: ArcaModel,
         store: TranslationStore | None = None,
@@ -146,6 +124,9 @@ class LiRAModel(nn.Module):
         super().__init__()
         self.models_cfg, self.translation_cfg = models, translation
         self.arca_cfg, self.lasr_cfg = arca_cfg, lasr
+        self.lasr_training: dict[str, object] = {}
+        """LaSR's training settings of a loaded folder (a record, saved again by
+        :meth:`save_pretrained`); a model built from a :class:`LaSRConfig` reads its own."""
         self.backbone = backbone
         self.arca = arca
         self.store, self.online = store, online
@@ -185,7 +166,7 @@ class LiRAModel(nn.Module):
         """Embedding dimension d_en + d_lr (+ d_g with lasr.raw_g)."""
         return self.head.dim
 
-    def set_head(self, lasr: LaSRConfig, head: FusionHead | None = None) -> None:
+    def set_head(self, lasr: LaSRArchitecture, head: FusionHead | None = None) -> None:
         """Use ``lasr``'s settings with ``head`` (default: a fresh, untrained head)."""
         self.lasr_cfg = lasr
         self.head = head or FusionHead(
@@ -234,17 +215,10 @@ class LiRAModel(nn.Module):
         if _store_path(self.store) and store_snapshot:
             assert self.store is not None
             store = snapshot_store(self.store, path)
-        meta = {
-            "format": FORMAT,
-            "models": to_dict(self.models_cfg),
-            "translation": _without_endpoints(to_dict(self.translation_cfg)),
-            "arca": to_dict(self.arca_cfg),
-            "lasr": to_dict(self.lasr_cfg),
-            "d_en": self.d_en,
-            "d_lr": self.d_lr,
-            "store": store,
-            "card": self.card,
-        }
+        architecture, training = self.lasr_sections()
+        configs = SavedConfigs(self.models_cfg, self.translation_cfg, self.arca_cfg,
+                               architecture, training, store, self.card)  # fmt: skip
+        meta = folder_meta(configs, self.d_en, self.d_lr)
         (path / CONFIG_NAME).write_text(json.dumps(meta, indent=2), encoding="utf-8")
         state = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
         save_file(state, str(path / HEAD_NAME))
@@ -254,6 +228,12 @@ class LiRAModel(nn.Module):
         write_st_files(path)
         write_card(self, path, meta)
         write_manifest(path)  # sizes + sha256, last: from_pretrained checks them (none = damaged)
+
+    def lasr_sections(self) -> tuple[LaSRArchitecture, dict[str, object]]:
+        """LaSR's architecture and its training settings, which a folder saves apart."""
+        d = to_dict(self.lasr_cfg)
+        architecture = LaSRArchitecture(**{k: d.pop(k) for k in ARCHITECTURE_KEYS})
+        return architecture, d or dict(self.lasr_training)
 
     def push_to_hub(
         self, repo_id: str, private: bool | None = None, token: str | None = None
@@ -269,8 +249,9 @@ class LiRAModel(nn.Module):
     def share_streams(self, other: LiRAModel) -> None:
         """Memoise streams in ``other``'s table (the same Arca, backbone and store give the same
         streams; checked here on the saved configs), so a text is encoded once for both."""
-        mine = (self.models_cfg, self.arca_cfg, self.translation_cfg, self.lasr_cfg)
-        if mine != (other.models_cfg, other.arca_cfg, other.translation_cfg, other.lasr_cfg):
+        mine = (self.models_cfg, self.arca_cfg, self.translation_cfg, self.lasr_sections())
+        theirs = (other.models_cfg, other.arca_cfg, other.translation_cfg, other.lasr_sections())
+        if mine != theirs:
             raise ValueError("share_streams needs two models of one run (same configs)")
         self._memo = other._memo
 
@@ -324,43 +305,17 @@ class LiRAModel(nn.Module):
 
         name = str(path)
         path = resolve_folder(path, revision)
-        meta = read_meta(path, CONFIG_NAME, FORMAT,
-                         f"a LiRA model folder (no {CONFIG_NAME}); "
-                         "write one with LiRAModel.save_pretrained or `lira lasr`",
-                         RETIRED_FORMATS)  # fmt: skip
-        _refuse_endpoints(meta, path)
-        models = from_dict(ModelsConfig, meta["models"], "models")
-        caller = translation
-        saved = _described(_with_endpoints(meta["translation"], caller))
-        translation = from_dict(TranslationConfig, saved, "translation")
-        arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
-        lasr = from_dict(LaSRConfig, _lasr_meta(meta["lasr"], path), "lasr")
-        problem = checkpoint_problem(path, verify=True)
-        if problem is not None:
-            raise CheckpointError(
-                f"LiRA model folder {path} is damaged ({problem}); restore it, or train it "
-                "again with `lira lasr`"
-            )
-        backbone = backbone if backbone is not None else load_backbone(models)
-        arca = _arca_from_folder(path / "arca", backbone)
+        saved = read_folder(path, translation)
+        backbone = backbone if backbone is not None else load_backbone(saved.models)
+        arca = load_arca(path / "arca", backbone=backbone)
         foreign = None
-        if store is None and load_store and meta.get("store"):
-            where, outside = _store_in_folder(meta["store"], path)
-            if where.is_file() and meta["store"] == STORE_NAME:  # the folder's own snapshot
-                store = open_folder_store(where)
-            elif where.is_file():  # a folder of an older layout: the run's store beside it
-                store = TranslationStore(where)
-                foreign = where if outside else None
-            else:
-                log.warning(
-                    "translation store %s of the LiRA model %s not found: non-English texts "
-                    "are embedded untranslated (copy the store there or pass store=)",
-                    where,
-                    path,
-                )
-        model = cls(models, translation, arca_cfg, lasr, backbone, arca, store, online)
-        model.name_or_path, model.card = name, dict(meta.get("card") or {})
-        model.caller_translation = caller  # what runs online: the caller's, never the folder's
+        if store is None and load_store and saved.store:
+            store, foreign = open_saved_store(saved.store, path)
+        model = cls(saved.models, saved.translation, saved.arca, saved.architecture, backbone,
+                    arca, store, online)  # fmt: skip
+        model.name_or_path, model.card = name, saved.card
+        model.lasr_training = saved.training
+        model.caller_translation = translation  # what runs online: the caller's, not the folder's
         model.foreign_store = foreign
         head = load_safetensors(path / HEAD_NAME)
         adaptor = load_safetensors(path / ADAPTOR_NAME)
@@ -392,10 +347,10 @@ class LiRAModel(nn.Module):
         for lang, rows in groups.items():
             sub = [texts[i] for i in rows]
             if self.online:
-                _refuse_foreign_store(self.foreign_store)
-                run_cfg = _runnable(self.caller_translation, translators)
-                translators = _same_names(run_cfg, translators)
-                _require_endpoints(run_cfg, translators)
+                refuse_foreign_store(self.foreign_store)
+                run_cfg = runnable(self.caller_translation, translators)
+                translators = same_names(run_cfg, translators)
+                require_endpoints(run_cfg, translators)
                 run = Pool(models=self.models_cfg, translation=run_cfg)
                 fill_store(run, {lang: list(dict.fromkeys(sub))}, self.store)
             found = self.store.candidates(sub, lang, translators)
@@ -525,8 +480,6 @@ class LiRAModel(nn.Module):
     def parts_note(self) -> str:
         """Which parts a foreign query and document use, in plain words
         (:func:`lasr.model_card.parts_sentence`; the leaderboard's note)."""
-        from lasr.model_card import parts_sentence
-
         return parts_sentence(self)
 
     def say_parts_once(self) -> None:
@@ -700,192 +653,6 @@ class ComponentEncoder:
         return out
 
 
-MOVED_LASR_KEYS = ("use_llm_critic", "use_embedding_critic")
-"""LaSR keys of older model folders, now ``arca.*`` (an ablation trains Arca without the critic)."""
-
-
-def _lasr_meta(data: dict[str, Any], path: Path) -> dict[str, Any]:
-    """A saved ``lasr`` section without the keys that moved to ``arca`` (older folders)."""
-    data = dict(data)
-    off = [k for k in MOVED_LASR_KEYS if data.pop(k, True) is False]
-    if off:
-        log.warning(
-            "%s was saved with lasr.%s = false (an inference-time mask, since moved to arca.*): "
-            "the gate and the selection now use what its Arca was trained with",
-            path,
-            "/".join(off),
-        )
-    return data
-
-
-ENDPOINT_KEYS = ("base_url", "api_key_env")
-"""Translator and critic keys a model folder never holds: where texts go, which secret goes."""
-CALLER_KEYS = (*ENDPOINT_KEYS, "timeout_s", "max_concurrency", "max_retries")
-"""Keys taken from the caller's translator of the same name (how to reach it, not what it is)."""
-NO_ENDPOINT = "http://endpoint-not-given.invalid/v1"
-"""Placeholder ``base_url`` of a saved kind=openai translator the caller gave no endpoint for
-(never contacted: :func:`_require_endpoints` refuses online translation through it)."""
-
-
-def _sections(translation: dict[str, Any]) -> list[dict[str, Any]]:
-    """The translator and critic dicts of a saved ``translation`` section."""
-    out = [t for k in ("llm_translators", "mt_translators") for t in translation.get(k) or []]
-    critic = translation.get("critic")
-    return [d for d in [*out, critic] if isinstance(d, dict)]
-
-
-def _without_endpoints(translation: dict[str, Any]) -> dict[str, Any]:
-    """A ``translation`` dict without the :data:`ENDPOINT_KEYS` of its translators and critic."""
-    translation = dict(translation)
-    for key in ("llm_translators", "mt_translators"):
-        translation[key] = [
-            {k: v for k, v in t.items() if k not in ENDPOINT_KEYS} for t in translation[key]
-        ]
-    translation["critic"] = {
-        k: v for k, v in translation["critic"].items() if k not in ENDPOINT_KEYS
-    }
-    return translation
-
-
-def _refuse_endpoints(meta: dict[str, Any], path: Path) -> None:
-    """CheckpointError when a model folder names an endpoint, a key variable or an absolute
-    store path (an older or edited folder): the caller's config decides those."""
-    translation = meta.get("translation")
-    found = []
-    if isinstance(translation, dict):
-        for d in _sections(translation):
-            found += [f"{d.get('name', 'critic')}.{k}" for k in ENDPOINT_KEYS if d.get(k)]
-    store = meta.get("store")
-    if isinstance(store, str) and store and Path(store).is_absolute():
-        found.append(f"store {store!r} (absolute)")
-    if found:
-        raise CheckpointError(
-            f"{path / CONFIG_NAME} names {', '.join(found)}: a model folder may not choose where "
-            "texts are sent, which API key goes with them or where the store is; delete "
-            f"{'/'.join(ENDPOINT_KEYS)} from its translation section (and make store relative "
-            "to the folder, or empty), then pass your own endpoints with "
-            "LiRAModel.from_pretrained(folder, translation=cfg.translation)"
-        )
-
-
-def _with_endpoints(saved: dict[str, Any], caller: TranslationConfig | None) -> dict[str, Any]:
-    """The saved ``translation`` dict with each translator's :data:`CALLER_KEYS` from the
-    caller's translator of the same name (the critic's from the caller's critic of its kind);
-    a kind=openai one without any gets :data:`NO_ENDPOINT`."""
-    saved = {k: (list(v) if isinstance(v, list) else v) for k, v in saved.items()}
-    theirs: dict[str, dict[str, Any]] = {}
-    if caller is not None:
-        theirs = {t.name: to_dict(t) for t in caller.llm_translators + caller.mt_translators}
-    for key in ("llm_translators", "mt_translators"):
-        saved[key] = [_endpoint_of(t, theirs.get(t.get("name", ""))) for t in saved.get(key) or []]
-    critic = saved.get("critic")
-    if isinstance(critic, dict):
-        mine = to_dict(caller.critic) if caller is not None else None
-        same = mine is not None and mine.get("kind") == critic.get("kind")
-        saved["critic"] = _endpoint_of(critic, mine if same else None)
-    return saved
-
-
-def _endpoint_of(saved: dict[str, Any], caller: dict[str, Any] | None) -> dict[str, Any]:
-    out = dict(saved)
-    if caller is not None:
-        out.update({k: caller[k] for k in CALLER_KEYS if k in caller})
-    if out.get("kind") == "openai" and not out.get("base_url"):
-        out["base_url"], out["api_key_env"] = NO_ENDPOINT, ""
-    return out
-
-
-def _described(saved: dict[str, Any]) -> dict[str, Any]:
-    """A folder's ``translation`` dict as a description only: no ``engine_kwargs`` (vLLM
-    arguments such as ``trust_remote_code``); online translation runs the caller's translators
-    of the same names (:func:`_runnable`), never these."""
-    saved = dict(saved)
-    for key in ("llm_translators", "mt_translators"):
-        saved[key] = [{**t, "engine_kwargs": {}} if isinstance(t, dict) else t
-                      for t in saved.get(key) or []]  # fmt: skip
-    return saved
-
-
-def _runnable(
-    caller: TranslationConfig | None, translators: Sequence[TranslatorConfig]
-) -> TranslationConfig:
-    """The config online translation runs: the caller's, which must name every translator of
-    ``translators`` (a model folder names its translators; their kind, model, engine arguments
-    and endpoints come from the caller only). UserInputError otherwise."""
-    theirs = {t.name for t in caller.llm_translators + caller.mt_translators} if caller else set()
-    missing = [t.name for t in translators if t.name not in theirs and t.kind != "reference"]
-    if caller is None or missing:
-        names = ", ".join(n[:80] for n in (missing or [t.name for t in translators])[:5])
-        raise UserInputError(
-            f"online translation needs the endpoints of {names} from your "
-            "own config: a model folder only names its translators and never chooses what runs "
-            "(kind, model, engine_kwargs, endpoints); load it with "
-            "LiRAModel.from_pretrained(folder, translation=cfg.translation) where cfg has "
-            "translators of these names, or evaluate offline"
-        )
-    return caller
-
-
-def _same_names(
-    run_cfg: TranslationConfig, translators: Sequence[TranslatorConfig]
-) -> list[TranslatorConfig]:
-    """The translators of ``run_cfg`` named like ``translators`` (the store keys what runs)."""
-    theirs = {t.name: t for t in run_cfg.llm_translators + run_cfg.mt_translators}
-    return [theirs.get(t.name, t) for t in translators]
-
-
-def _store_in_folder(store: str, path: Path) -> tuple[Path, bool]:
-    """(the store file a folder names, whether it lies outside the folder and its run).
-
-    A folder's store is a relative path inside the folder, or the run's store beside it
-    (``../<name>``, as `lira lasr` saves). Any other relative path (``../../x``, an older
-    layout) is only read: online translation never writes into it
-    (:func:`_refuse_foreign_store`). A path no file system takes (10 MB, NUL, a part over 255
-    bytes) is a CheckpointError."""
-    why = path_too_long(store) if isinstance(store, str) else f"{store!r} is not a path"
-    if why is not None:
-        raise CheckpointError(
-            f"{path / CONFIG_NAME}: store {why}; a folder's store is a file inside it: copy "
-            "the store into the folder and set store to its name, or pass "
-            "store=TranslationStore(path)"
-        )
-    where = path / store
-    try:
-        real, home = where.resolve(), path.resolve()
-    except (OSError, RuntimeError):  # a symlink loop
-        return where, True
-    beside = Path(store).parent == Path("..") and real.parent == home.parent
-    return where, not (real.is_relative_to(home) or beside)
-
-
-def _refuse_foreign_store(where: Path | None) -> None:
-    """UserInputError when online translation would write into a store that a loaded folder
-    names outside itself and its run (the folder may not choose where texts are written)."""
-    if where is not None:
-        raise UserInputError(
-            f"online translation writes into the model's store, and the folder names {where}, "
-            "outside the folder and its run: pass a store you choose with "
-            "LiRAModel.from_pretrained(folder, store=TranslationStore(path)), or copy the store "
-            "into the folder"
-        )
-
-
-def _require_endpoints(
-    translation: TranslationConfig, translators: Sequence[TranslatorConfig]
-) -> None:
-    """Refuse online translation through a translator (or critic) the caller gave no endpoint."""
-    missing = [t.name for t in translators if t.base_url == NO_ENDPOINT]
-    if translation.critic.base_url == NO_ENDPOINT:
-        missing.append("the critic")
-    if missing:
-        raise UserInputError(
-            f"online translation needs the endpoints of {', '.join(missing)} (kind=openai; a "
-            "model folder does not hold them): load the model with "
-            "LiRAModel.from_pretrained(folder, translation=cfg.translation) where cfg names them "
-            "with base_url (and api_key_env), or evaluate offline"
-        )
-
-
 def _store_path(store: TranslationStore | None) -> bool:
     return store is not None and bool(getattr(store, "path", ""))
 
@@ -908,8 +675,3 @@ def _load_arca(cfg: LaSRRun, backbone: Backbone, arca_path: str | Path | None) -
     for p in arca.parameters():
         p.requires_grad_(False)
     return arca.eval()
-
-
-def _arca_from_folder(path: Path, backbone: Backbone) -> ArcaModel:
-
-    return load_arca(path, backbone=backbone)

@@ -165,7 +165,8 @@ def render_card(model: LiRAModel, meta: Mapping[str, Any]) -> str:
     ]  # fmt: skip
     if metrics:
         lines += ["## Validation metrics", "", "```json", json.dumps(metrics, indent=1), "```", ""]
-    config = {k: meta[k] for k in ("models", "translation", "arca", "lasr") if k in meta}
+    sections = ("models", "translation", "arca", "architecture", "lasr")
+    config = {k: meta[k] for k in sections if k in meta}
     lines += ["## Training config", "", "<details><summary>lira_config.json sections</summary>",
               "", "```json", json.dumps(config, indent=1), "```", "", "</details>", ""]  # fmt: skip
     return "\n".join(lines)
