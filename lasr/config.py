@@ -6,7 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
 from arca.config import ArcaRun
-from lira.config import TrainingArguments, check, check_at_least, check_lr
+from lira.config import TrainingArguments, check, check_at_least, check_lr, to_dict
 
 
 @dataclass
@@ -185,6 +185,16 @@ class LaSRConfig(TrainingArguments, LaSRArchitecture):
             "fusion_grid",
             "needs weights >= 0, at least one > 0",
         )
+
+
+def split_lasr(
+    cfg: LaSRArchitecture, record: dict[str, object]
+) -> tuple[LaSRArchitecture, dict[str, object]]:
+    """``cfg``'s architecture and its training settings (a :class:`LaSRConfig`'s own fields;
+    ``record`` for a bare architecture), which a model folder saves apart."""
+    d = to_dict(cfg)
+    architecture = LaSRArchitecture(**{k: d.pop(k) for k in ARCHITECTURE_KEYS})
+    return architecture, d or dict(record)
 
 
 class LaSRRun(ArcaRun, Protocol):

@@ -21,25 +21,41 @@ The folder holds::
                        the folder as a sentence-transformers model (:mod:`lasr.st_module`)
     README.md          the model card (:mod:`lasr.model_card`)
 
+A folder names its translators (names, models, kinds) but never reaches them: their endpoints
+and API-key variables come from the caller's ``translation`` config only (matched by name; the
+critic's when its kind matches). A folder that holds a ``base_url``, an ``api_key_env`` or an
+absolute store path is refused (:class:`lira.checkpoint.CheckpointError`): it would decide
+where online translation sends texts and which secret goes with them. Its store path is
+relative to the folder; the folder's own snapshot (``translations.sqlite``) opens as a working
+copy; a missing store is a warning (texts are then embedded untranslated).
+
 Older folders are read through :func:`lira.compat.current_folder_meta` (the one place for
 every migration).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from safetensors.torch import save_file
+from torch import nn
+
 from arca.config import ArcaConfig
-from lasr.config import ARCHITECTURE_KEYS, LaSRArchitecture, LaSRConfig
+from arca.model import CONFIG_NAME as ARCA_CONFIG
+from arca.model import ArcaModel, load_arca
+from lasr.config import ARCHITECTURE_KEYS, LaSRArchitecture, LaSRConfig, LaSRRun
 from lasr.hub import STORE_NAME, open_folder_store
 from lira.checkpoint import CheckpointError, checkpoint_problem, read_meta
 from lira.compat import RETIRED_FORMATS, current_folder_meta
 from lira.config import ModelsConfig, from_dict, to_dict
 from lira.errors import UserInputError
+from lira.models import Backbone
 from lira.translation.config import TranslationConfig, TranslatorConfig, path_too_long
 from lira.translation.store import TranslationStore
 
@@ -82,6 +98,14 @@ def folder_meta(configs: SavedConfigs, d_en: int, d_lr: int) -> dict[str, object
         "store": configs.store,
         "card": configs.card,
     }
+
+
+def write_folder(path: Path, meta: dict[str, object], head: nn.Module, adaptor: nn.Module) -> None:
+    """Write ``lira_config.json`` (``meta``), the fusion head and LaSR's Adaptor into ``path``."""
+    (path / CONFIG_NAME).write_text(json.dumps(meta, indent=2), encoding="utf-8")
+    for module, name in ((head, HEAD_NAME), (adaptor, ADAPTOR_NAME)):
+        state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
+        save_file(state, str(path / name))
 
 
 def read_folder(path: Path, caller: TranslationConfig | None) -> SavedConfigs:
@@ -298,3 +322,23 @@ def require_endpoints(
             "LiRAModel.from_pretrained(folder, translation=cfg.translation) where cfg names them "
             "with base_url (and api_key_env), or evaluate offline"
         )
+
+
+def run_arca(cfg: LaSRRun, backbone: Backbone, arca_path: str | Path | None) -> ArcaModel:
+    """The Arca a run's LiRA model starts from: the trained checkpoint ``arca_path`` when it
+    holds one, else a fresh Adaptor + Actor (a warning says so); frozen, in eval mode."""
+    if arca_path is not None and (Path(arca_path) / ARCA_CONFIG).is_file():
+        arca = load_arca(arca_path, backbone=backbone)
+    else:
+        if arca_path is not None:
+            log.warning(
+                "no Arca checkpoint at %s: LaSR starts from a fresh (untrained) Adaptor and "
+                "Actor; run `lira arca` first for the full method",
+                arca_path,
+            )
+        # g is never trained here: save it as a reference (frozen), not as a weight copy
+        fresh_cfg = dataclasses.replace(cfg.arca, train_encoder=False, lora=False)
+        arca = ArcaModel.from_config(cfg.models, fresh_cfg, backbone=backbone)
+    for p in arca.parameters():
+        p.requires_grad_(False)
+    return arca.eval()

@@ -1,4 +1,4 @@
-"""``lira.LiRAModel``: the whole LiRA stack behind one ``encode`` (paper §4, Fig. 1-3).
+"""``LiRAModel``: the whole LiRA stack behind one ``encode`` (paper §4, Fig. 1-3).
 
 For a text x in language l the model computes two streams and fuses them (paper §4.2):
 
@@ -15,95 +15,65 @@ For a text x in language l the model computes two streams and fuses them (paper 
 
 and returns ẑ = FusionHead(E_en, E_lr, features, ḡ) ∈ R^{d_en + d_lr (+ d_g)}, ℓ2-normalised
 (:mod:`lasr.fusion`: a per-text weighted concatenation, so English keeps the backbone's order).
-Translations come from the translation store (offline) or, with ``online=True``, the translator pool first fills the store for texts
-missing there (:func:`lira.translation.runner.fill_store`, same pass@k translators and critic).
-``save_pretrained`` writes a self-describing folder (:mod:`lasr.folder`); the backbone is stored
-as a reference (hub id, folder or demo alias), not copied. A hub id loads like a folder
-(``from_pretrained("owner/name")``); :meth:`LiRAModel.push_to_hub` uploads.
+Translations come from the store (offline) or, with ``online=True``, the translator pool first
+fills it for texts missing there (:func:`lira.translation.runner.fill_store`, same pass@k
+translators and critic). ``save_pretrained`` writes a self-describing folder (:mod:`lasr.folder`;
+the backbone as a reference, not copied); a hub id loads like a folder, and
+:meth:`LiRAModel.push_to_hub` uploads.
 """
 
 from __future__ import annotations
 
 import copy
-import dataclasses
-import json
 import logging
+import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import save_file
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from arca.config import ArcaConfig
-from arca.model import CONFIG_NAME as ARCA_CONFIG
 from arca.model import ArcaModel, load_arca
-from lasr.config import ARCHITECTURE_KEYS, LaSRArchitecture, LaSRRun
+from lasr.config import LaSRArchitecture, LaSRRun, split_lasr
 from lasr.folder import (
     ADAPTOR_NAME,
-    CONFIG_NAME,
     HEAD_NAME,
     SavedConfigs,
     folder_meta,
     open_saved_store,
     read_folder,
-    refuse_foreign_store,
-    require_endpoints,
-    runnable,
-    same_names,
+    run_arca,
+    write_folder,
 )
-from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
+from lasr.fusion import FusionHead, LaSRNet
 from lasr.hub import push_to_hub, resolve_folder, snapshot_store
 from lasr.interop import input_texts, mteb_meta, resolve_kind, write_st_files
 from lasr.model_card import parts_sentence, write_card
+from lasr.streams import (
+    UNKNOWN_LANG,
+    Streams,
+    chosen_english,
+    compute_streams,
+    store_path,
+    stored_candidates,
+    texts_and_langs,
+    untranslated_note,
+)
 from lira.checkpoint import load_safetensors, state_mismatch, write_manifest
-from lira.config import ModelsConfig, to_dict
-from lira.encoding import check_texts, length_batches
+from lira.config import ModelsConfig
+from lira.encoding import length_batches
 from lira.models import Backbone, load_backbone
 from lira.models.devices import resolve_device
-from lira.translation.config import Pool, TranslationConfig, TranslatorConfig
-from lira.translation.runner import fill_store
+from lira.mteb_encoder import MTEBEncoder
+from lira.translation.config import TranslationConfig, TranslatorConfig
 from lira.translation.store import TranslationStore
-from lira.translation.types import NEUTRAL_SCORE, Candidate
+from lira.translation.types import Candidate
 
 log = logging.getLogger(__name__)
-
-UNKNOWN_LANG = "xx"
-"""Language of texts given without ``langs``: never translated (the store keys on language)."""
-
-
-@dataclass
-class Streams:
-    """What LaSR fuses, per text: E_en [B, d_en], P_S(g(x)) bins [B, S, d_g], features [B, 9]
-    and h(x) [B, d_en] (the backbone on the untranslated text; = E_en when nothing was
-    translated)."""
-
-    e_en: Tensor
-    g_bins: Tensor
-    feats: Tensor
-    e_raw: Tensor
-
-    def select(self, rows: Sequence[int] | Tensor) -> Streams:
-        """The streams of ``rows``."""
-        idx = torch.as_tensor(rows, dtype=torch.long)
-        return Streams(*(t[idx] for t in self.tensors()))
-
-    def tensors(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """(e_en, g_bins, feats, e_raw): the arguments of :class:`lasr.fusion.LaSRNet`."""
-        return self.e_en, self.g_bins, self.feats, self.e_raw
-
-    def net_inputs(self, device: torch.device | str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """:meth:`tensors` on ``device``: the arguments of :class:`lasr.fusion.LaSRNet`."""
-        return tuple(t.to(device) for t in self.tensors())  # type: ignore[return-value]
-
-    @staticmethod
-    def cat(parts: Sequence[Streams]) -> Streams:
-        """Row-wise concatenation."""
-        return Streams(*(torch.cat(list(ts)) for ts in zip(*(p.tensors() for p in parts))))
 
 
 class LiRAModel(nn.Module):
@@ -125,10 +95,9 @@ class LiRAModel(nn.Module):
         self.models_cfg, self.translation_cfg = models, translation
         self.arca_cfg, self.lasr_cfg = arca_cfg, lasr
         self.lasr_training: dict[str, object] = {}
-        """LaSR's training settings of a loaded folder (a record, saved again by
-        :meth:`save_pretrained`); a model built from a :class:`LaSRConfig` reads its own."""
-        self.backbone = backbone
-        self.arca = arca
+        """LaSR's training settings of a loaded folder (a record that :meth:`save_pretrained`
+        writes again; a model built from a ``LaSRConfig`` has its own)."""
+        self.backbone, self.arca = backbone, arca
         self.store, self.online = store, online
         self.caller_translation: TranslationConfig | None = translation
         """The config whose translators online translation runs (a loaded folder's: the
@@ -198,9 +167,8 @@ class LiRAModel(nn.Module):
         online: bool = False,
     ) -> LiRAModel:
         """Build a model from a run config: a trained Arca checkpoint, or a fresh Adaptor."""
-
         backbone = load_backbone(cfg.models)
-        arca = _load_arca(cfg, backbone, arca_path)
+        arca = run_arca(cfg, backbone, arca_path)
         return cls(cfg.models, cfg.translation, cfg.arca, cfg.lasr, backbone, arca, store, online)
 
     def save_pretrained(self, path: str | Path, store_snapshot: bool = True) -> None:
@@ -212,18 +180,14 @@ class LiRAModel(nn.Module):
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         store = ""
-        if _store_path(self.store) and store_snapshot:
+        if store_path(self.store) and store_snapshot:
             assert self.store is not None
             store = snapshot_store(self.store, path)
         architecture, training = self.lasr_sections()
         configs = SavedConfigs(self.models_cfg, self.translation_cfg, self.arca_cfg,
                                architecture, training, store, self.card)  # fmt: skip
         meta = folder_meta(configs, self.d_en, self.d_lr)
-        (path / CONFIG_NAME).write_text(json.dumps(meta, indent=2), encoding="utf-8")
-        state = {k: v.detach().cpu().contiguous() for k, v in self.head.state_dict().items()}
-        save_file(state, str(path / HEAD_NAME))
-        state = {k: v.detach().cpu().contiguous() for k, v in self.net.adaptor.state_dict().items()}
-        save_file(state, str(path / ADAPTOR_NAME))
+        write_folder(path, meta, self.head, self.net.adaptor)
         self.arca.save_pretrained(path / "arca")
         write_st_files(path)
         write_card(self, path, meta)
@@ -231,17 +195,13 @@ class LiRAModel(nn.Module):
 
     def lasr_sections(self) -> tuple[LaSRArchitecture, dict[str, object]]:
         """LaSR's architecture and its training settings, which a folder saves apart."""
-        d = to_dict(self.lasr_cfg)
-        architecture = LaSRArchitecture(**{k: d.pop(k) for k in ARCHITECTURE_KEYS})
-        return architecture, d or dict(self.lasr_training)
+        return split_lasr(self.lasr_cfg, self.lasr_training)
 
     def push_to_hub(
         self, repo_id: str, private: bool | None = None, token: str | None = None
     ) -> str:
         """Save the model into a temporary folder and upload it to the hub repo ``repo_id``
         (:func:`lasr.hub.push_to_hub`); returns the commit URL."""
-        import tempfile
-
         with tempfile.TemporaryDirectory() as tmp:
             self.save_pretrained(tmp)
             return push_to_hub(tmp, repo_id, private=private, token=token)
@@ -293,16 +253,10 @@ class LiRAModel(nn.Module):
         ``backbone``: an h already loaded from the same ``models`` (another model of the run),
         shared instead of loaded again; ``store``: likewise a store already open.
 
-        The folder names its translators (names, models, kinds); their endpoints and API-key
-        variables come from the caller's ``translation`` config only (matched by translator
-        name; the critic's when its kind matches). A folder that holds a ``base_url``, an
-        ``api_key_env`` or an absolute store path is refused (:class:`CheckpointError`): it
-        would decide where online translation sends texts and which secret goes with them.
-        The store path is resolved relative to the folder; the folder's own snapshot
-        (``translations.sqlite``) is opened as a working copy (:func:`lasr.hub.open_folder_store`:
-        the folder never changes); when it is missing, a warning says that texts will be
-        embedded untranslated."""
-
+        The folder names its translators; their endpoints and API-key variables come from the
+        caller's ``translation`` only, and a folder that names one is refused
+        (:func:`lasr.folder.read_folder`). Its store opens as a working copy
+        (:func:`lasr.folder.open_saved_store`: the folder never changes)."""
         name = str(path)
         path = resolve_folder(path, revision)
         saved = read_folder(path, translation)
@@ -335,57 +289,17 @@ class LiRAModel(nn.Module):
     def candidates(
         self, texts: Sequence[str], langs: Sequence[str], train: bool = False
     ) -> list[list[Candidate]]:
-        """Stored English candidates per text (online: the pool first translates missing ones)."""
-        out: list[list[Candidate]] = [[] for _ in texts]
-        translators = self.inference_translators(train)
-        if not translators or self.store is None:
-            return out
-        groups: dict[str, list[int]] = {}
-        for i, lang in enumerate(langs):
-            if lang not in ("en", UNKNOWN_LANG):
-                groups.setdefault(lang, []).append(i)
-        for lang, rows in groups.items():
-            sub = [texts[i] for i in rows]
-            if self.online:
-                refuse_foreign_store(self.foreign_store)
-                run_cfg = runnable(self.caller_translation, translators)
-                translators = same_names(run_cfg, translators)
-                require_endpoints(run_cfg, translators)
-                run = Pool(models=self.models_cfg, translation=run_cfg)
-                fill_store(run, {lang: list(dict.fromkeys(sub))}, self.store)
-            found = self.store.candidates(sub, lang, translators)
-            for i, c in zip(rows, found):
-                out[i] = list(c)
-        return out
+        """Stored English candidates per text (online: the pool first translates missing ones;
+        :func:`lasr.streams.stored_candidates`)."""
+        return stored_candidates(self, texts, langs, self.inference_translators(train))
 
     @torch.no_grad()
     def english_texts(
         self, texts: Sequence[str], langs: Sequence[str], train: bool = False
     ) -> tuple[list[str], Tensor, Tensor]:
-        """The text the backbone embeds for each input — the Actor's arg-max candidate, or the
-        input itself (English input, ``use_translations=False``, or no candidate available) —
-        with a translated flag [B] and the chosen candidate's c_k = [s, e, p, sim] [B, 4]
-        (5.5 and 0 where nothing was translated; as the Actor saw it, so an Arca trained without
-        a critic (``arca.use_llm_critic`` / ``arca.use_embedding_critic``) gives 5.5 / 0 too)."""
-        chosen = list(texts)
-        translated = torch.zeros(len(texts))
-        picked = torch.tensor([[NEUTRAL_SCORE] * 3 + [0.0]]).repeat(len(texts), 1)
-        if not self.lasr_cfg.use_translations:
-            return chosen, translated, picked
-        cands = self.candidates(texts, langs)
-        rows = [i for i, c in enumerate(cands) if c]
-        foreign = [i for i, lang in enumerate(langs) if lang not in ("en", UNKNOWN_LANG)]
-        self.translation_lookups += len(foreign)
-        self.missing_translations += sum(1 for i in foreign if not cands[i])
-        if not rows:
-            return chosen, translated, picked
-        # c_k as the trained Actor saw it (arca.use_llm_critic / use_embedding_critic ablations)
-        idx, feats = self.arca.pick([texts[i] for i in rows], [cands[i] for i in rows])
-        for j, (i, k) in enumerate(zip(rows, idx)):
-            chosen[i] = cands[i][k].text
-            translated[i] = 1.0
-            picked[i] = feats[j]
-        return chosen, translated, picked
+        """The text the backbone embeds for each input, a translated flag [B] and the chosen
+        candidate's c_k [B, 4] (:func:`lasr.streams.chosen_english`)."""
+        return chosen_english(self, texts, langs)
 
     @torch.no_grad()
     def streams(
@@ -402,13 +316,13 @@ class LiRAModel(nn.Module):
         :meth:`translation_unused`), never memoised."""
         if kind not in ("query", "document"):
             raise ValueError(f"kind must be 'query' or 'document', got {kind!r}")
-        texts, langs = _texts_and_langs(texts, langs)
+        texts, langs = texts_and_langs(texts, langs)
         keys = [(kind, lang, t) for t, lang in zip(texts, langs)]
         sub = [k for k in dict.fromkeys(keys) if k not in self._memo]
         fresh: dict[tuple[str, str, str], tuple[Tensor, ...]] = {}
         if sub:
-            s = self._compute_streams(
-                [k[2] for k in sub], [k[1] for k in sub], kind, batch_size, translate
+            s = compute_streams(
+                self, [k[2] for k in sub], [k[1] for k in sub], kind, batch_size, translate
             )
             for j, k in enumerate(sub):
                 fresh[k] = tuple(t[j] for t in s.tensors())
@@ -416,50 +330,8 @@ class LiRAModel(nn.Module):
                 self._memo.update(fresh)
         rows = [fresh[k] if k in fresh else self._memo[k] for k in keys]
         if not rows:
-            s = self.arca.pool_size
-            return Streams(
-                torch.zeros(0, self.d_en),
-                torch.zeros(0, s, self.arca.adaptor.d_g),
-                torch.zeros(0, GATE_FEATURES),
-                torch.zeros(0, self.d_en),
-            )
+            return Streams.empty(self.d_en, self.arca.pool_size, self.arca.adaptor.d_g)
         return Streams(*(torch.stack(list(col)) for col in zip(*rows)))
-
-    def _compute_streams(
-        self,
-        texts: list[str],
-        langs: list[str],
-        kind: str,
-        batch_size: int | None,
-        translate: bool = True,
-    ) -> Streams:
-        bs = batch_size or max(len(texts), 1)
-        g_bins = torch.cat(
-            [
-                self.arca.pooled_sources(texts[i : i + bs], kind).float().cpu()
-                for i in range(0, len(texts), bs)
-            ]
-        )
-        if translate:
-            english, translated, picked = self.english_texts(texts, langs)
-        else:  # as english_texts gives an untranslated text
-            english, translated = list(texts), torch.zeros(len(texts))
-            picked = torch.tensor([[NEUTRAL_SCORE] * 3 + [0.0]]).repeat(len(texts), 1)
-        e_en = self._backbone(english, kind, bs)
-        e_raw = e_en.clone()
-        rows = [i for i in range(len(texts)) if translated[i]] if self.lasr_cfg.raw_view else []
-        disagree = torch.zeros(len(texts))  # exactly 0 where h(x) was not computed
-        if rows:  # the backbone's own view of the texts it did not see untranslated
-            e_raw[rows] = self._backbone([texts[i] for i in rows], kind, bs)
-            cos = torch.nn.functional.cosine_similarity(e_en[rows], e_raw[rows], dim=-1)
-            disagree[rows] = 1.0 - cos
-        is_en = torch.tensor([1.0 if lang == "en" else 0.0 for lang in langs])
-        feats = gate_features(is_en, translated, picked, kind == "document", disagree)
-        return Streams(e_en, g_bins, feats, e_raw)
-
-    def _backbone(self, texts: list[str], kind: str, batch_size: int) -> Tensor:
-        out = self.backbone.encode(texts, langs=None, kind=kind, batch_size=batch_size)
-        return torch.as_tensor(np.asarray(out)).float()
 
     @torch.no_grad()
     def translation_unused(self, kind: str) -> bool:
@@ -531,7 +403,7 @@ class LiRAModel(nn.Module):
         if part not in ("fused", "translation", "e_lr"):
             raise ValueError(f"part must be fused, translation or e_lr, got {part!r}")
         kind = resolve_kind(kind, prompt_name, task)
-        texts, langs = _texts_and_langs(*input_texts(texts, langs))
+        texts, langs = texts_and_langs(*input_texts(texts, langs))
         if device is not None:
             self.to(resolve_device(device))
         if batch_size < 1:
@@ -570,8 +442,6 @@ class LiRAModel(nn.Module):
     def _mteb_adapter(self) -> Any:
         """The one :class:`lira.mteb_encoder.MTEBEncoder` of this model (made on first use)."""
         if self._mteb is None:
-            from lira.mteb_encoder import MTEBEncoder
-
             name = self.name_or_path or "lira-model"
             self._mteb = MTEBEncoder(self, Path(name).name, meta=self.mteb_meta_fields())
         return self._mteb
@@ -598,35 +468,12 @@ class LiRAModel(nn.Module):
 
     def untranslated_note(self, missing: int, total: int) -> str:
         """The warning that ``missing`` of ``total`` non-English texts had no stored
-        translation and were embedded untranslated, naming the store and the fix."""
-        where = (
-            f"store {self.store.path}"
-            if _store_path(self.store)
-            else "the model has no translation store"
-        )
-        return (
-            f"{missing} of {total} non-English texts have no stored translation ({where}); "
-            "they are embedded untranslated. If they are sources of your config (queries), "
-            "run `lira translate CONFIG` to fill the store; other texts (e.g. XQuAD-R's "
-            "non-English documents, which the translate stage leaves out) are translated only "
-            "online: load the model with online=True (as `lira eval --mteb` does)"
-        )
+        translation and were embedded untranslated (:func:`lasr.streams.untranslated_note`)."""
+        return untranslated_note(self.store, missing, total)
 
     def component(self, part: str) -> ComponentEncoder:
         """An encoder of one component (``translation`` or ``e_lr``) for leaderboards."""
         return ComponentEncoder(self, part)
-
-
-def _texts_and_langs(
-    texts: Sequence[str], langs: Sequence[str] | None
-) -> tuple[list[str], list[str]]:
-    """``texts`` and one language per text (unknown when ``langs`` is None), checked."""
-    texts = list(texts)
-    check_texts(texts)
-    langs = list(langs) if langs is not None else [UNKNOWN_LANG] * len(texts)
-    if len(langs) != len(texts):
-        raise ValueError(f"got {len(texts)} texts but {len(langs)} langs; pass one lang per text")
-    return texts, langs
 
 
 class ComponentEncoder:
@@ -651,27 +498,3 @@ class ComponentEncoder:
         out = self.model.encode(texts, langs, kind=kind, batch_size=batch_size, part=self.part)
         assert isinstance(out, np.ndarray)
         return out
-
-
-def _store_path(store: TranslationStore | None) -> bool:
-    return store is not None and bool(getattr(store, "path", ""))
-
-
-def _load_arca(cfg: LaSRRun, backbone: Backbone, arca_path: str | Path | None) -> ArcaModel:
-    """A trained Arca checkpoint when ``arca_path`` holds one, else a fresh Adaptor + Actor."""
-
-    if arca_path is not None and (Path(arca_path) / ARCA_CONFIG).is_file():
-        arca = load_arca(arca_path, backbone=backbone)
-    else:
-        if arca_path is not None:
-            log.warning(
-                "no Arca checkpoint at %s: LaSR starts from a fresh (untrained) Adaptor and "
-                "Actor; run `lira arca` first for the full method",
-                arca_path,
-            )
-        # g is never trained here: save it as a reference (frozen), not as a weight copy
-        fresh_cfg = dataclasses.replace(cfg.arca, train_encoder=False, lora=False)
-        arca = ArcaModel.from_config(cfg.models, fresh_cfg, backbone=backbone)
-    for p in arca.parameters():
-        p.requires_grad_(False)
-    return arca.eval()

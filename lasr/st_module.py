@@ -32,7 +32,8 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules import InputModule
 
 from lasr.interop import MODULE_TYPE, resolve_kind
-from lasr.model import UNKNOWN_LANG, LiRAModel
+from lasr.model import LiRAModel
+from lasr.streams import UNKNOWN_LANG
 
 
 class LiRAModule(InputModule):
