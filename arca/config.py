@@ -149,8 +149,11 @@ class ArcaConfig(TrainingArguments, LoRAArguments):
         check(self.anchor_tau > 0, "anchor_tau", "must be > 0")
         check(self.distill_ridge >= 0, "distill_ridge", "must be >= 0")
         if self.objective == "distill":
-            check(self.anchor_target == "sentence", "anchor_target",
-                  "objective distill maps sentence vectors: use anchor_target: sentence")  # fmt: skip
+            check(
+                self.anchor_target == "sentence",
+                "anchor_target",
+                "objective distill maps sentence vectors: use anchor_target: sentence",
+            )
 
 
 @dataclass

@@ -112,10 +112,14 @@ def read_folder(path: Path, caller: TranslationConfig | None) -> SavedConfigs:
     """The checked configs of the model folder ``path``: a retired format, an endpoint, a key
     variable, an absolute store path or a damaged file is refused; the translators' endpoints
     come from ``caller`` only (:func:`with_endpoints`)."""
-    meta = read_meta(path, CONFIG_NAME, FORMAT,
-                     f"a LiRA model folder (no {CONFIG_NAME}); "
-                     "write one with LiRAModel.save_pretrained or `lira lasr`",
-                     RETIRED_FORMATS)  # fmt: skip
+    meta = read_meta(
+        path,
+        CONFIG_NAME,
+        FORMAT,
+        f"a LiRA model folder (no {CONFIG_NAME}); "
+        "write one with LiRAModel.save_pretrained or `lira lasr`",
+        RETIRED_FORMATS,
+    )
     refuse_endpoints(meta, path)
     meta = current_folder_meta(meta, path, ARCHITECTURE_KEYS)
     models = from_dict(ModelsConfig, meta["models"], "models")
@@ -239,8 +243,9 @@ def described(saved: dict[str, Any]) -> dict[str, Any]:
     of the same names (:func:`runnable`), never these."""
     saved = dict(saved)
     for key in ("llm_translators", "mt_translators"):
-        saved[key] = [{**t, "engine_kwargs": {}} if isinstance(t, dict) else t
-                      for t in saved.get(key) or []]  # fmt: skip
+        saved[key] = [
+            {**t, "engine_kwargs": {}} if isinstance(t, dict) else t for t in saved.get(key) or []
+        ]
     return saved
 
 

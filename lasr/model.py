@@ -29,7 +29,7 @@ import logging
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -58,7 +58,7 @@ from lasr.streams import (
     Streams,
     chosen_english,
     compute_streams,
-    store_path,
+    has_store_file,
     stored_candidates,
     texts_and_langs,
     untranslated_note,
@@ -72,6 +72,9 @@ from lira.mteb_encoder import MTEBEncoder
 from lira.translation.config import TranslationConfig, TranslatorConfig
 from lira.translation.store import TranslationStore
 from lira.translation.types import Candidate
+
+if TYPE_CHECKING:  # mteb is imported only when it is used
+    from mteb.models.model_meta import ModelMeta
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +98,7 @@ class LiRAModel(nn.Module):
         self.models_cfg, self.translation_cfg = models, translation
         self.arca_cfg, self.lasr_cfg = arca_cfg, lasr
         self.lasr_training: dict[str, object] = {}
-        """LaSR's training settings of a loaded folder (a record that :meth:`save_pretrained`
-        writes again; a model built from a ``LaSRConfig`` has its own)."""
+        """LaSR's training settings of a loaded folder, which :meth:`save_pretrained` keeps."""
         self.backbone, self.arca = backbone, arca
         self.store, self.online = store, online
         self.caller_translation: TranslationConfig | None = translation
@@ -126,7 +128,7 @@ class LiRAModel(nn.Module):
         :mod:`lasr.model_card`), saved in ``lira_config.json``."""
         self.name_or_path = ""
         """The folder or hub id the model was loaded from (mteb's model name)."""
-        self._mteb: Any = None
+        self._mteb: MTEBEncoder | None = None
         self._parts_said = False
         self.eval()
 
@@ -180,7 +182,7 @@ class LiRAModel(nn.Module):
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         store = ""
-        if store_path(self.store) and store_snapshot:
+        if has_store_file(self.store) and store_snapshot:
             assert self.store is not None
             store = snapshot_store(self.store, path)
         architecture, training = self.lasr_sections()
@@ -289,17 +291,18 @@ class LiRAModel(nn.Module):
     def candidates(
         self, texts: Sequence[str], langs: Sequence[str], train: bool = False
     ) -> list[list[Candidate]]:
-        """Stored English candidates per text (online: the pool first translates missing ones;
-        :func:`lasr.streams.stored_candidates`)."""
+        """Stored English candidates per text (:func:`lasr.streams.stored_candidates`)."""
         return stored_candidates(self, texts, langs, self.inference_translators(train))
 
     @torch.no_grad()
     def english_texts(
         self, texts: Sequence[str], langs: Sequence[str], train: bool = False
     ) -> tuple[list[str], Tensor, Tensor]:
-        """The text the backbone embeds for each input, a translated flag [B] and the chosen
-        candidate's c_k [B, 4] (:func:`lasr.streams.chosen_english`)."""
+        """What the backbone embeds per text, and how (:func:`lasr.streams.chosen_english`)."""
         return chosen_english(self, texts, langs)
+
+    _compute_streams = compute_streams
+    """The streams of distinct texts, not memoised (:func:`lasr.streams.compute_streams`)."""
 
     @torch.no_grad()
     def streams(
@@ -321,8 +324,8 @@ class LiRAModel(nn.Module):
         sub = [k for k in dict.fromkeys(keys) if k not in self._memo]
         fresh: dict[tuple[str, str, str], tuple[Tensor, ...]] = {}
         if sub:
-            s = compute_streams(
-                self, [k[2] for k in sub], [k[1] for k in sub], kind, batch_size, translate
+            s = self._compute_streams(
+                [k[2] for k in sub], [k[1] for k in sub], kind, batch_size, translate
             )
             for j, k in enumerate(sub):
                 fresh[k] = tuple(t[j] for t in s.tensors())
@@ -439,14 +442,14 @@ class LiRAModel(nn.Module):
         return z.numpy() if convert_to_numpy and not convert_to_tensor else z
 
     # ------------------------------------------------------------------ mteb protocol
-    def _mteb_adapter(self) -> Any:
+    def _mteb_adapter(self) -> MTEBEncoder:
         """The one :class:`lira.mteb_encoder.MTEBEncoder` of this model (made on first use)."""
         if self._mteb is None:
             name = self.name_or_path or "lira-model"
             self._mteb = MTEBEncoder(self, Path(name).name, meta=self.mteb_meta_fields())
         return self._mteb
 
-    def mteb_meta_fields(self) -> dict[str, Any]:
+    def mteb_meta_fields(self) -> dict[str, object]:
         """mteb ModelMeta fields (:func:`lasr.interop.mteb_meta`) of this model."""
         name = self.name_or_path or "lira-model"
         name = name if "/" in name and not Path(name).exists() else f"lira/{Path(name).name}"
@@ -454,17 +457,14 @@ class LiRAModel(nn.Module):
         return mteb_meta(self, name, self.dim, langs, self.card)
 
     @property
-    def mteb_model_meta(self) -> Any:
+    def mteb_model_meta(self) -> ModelMeta:
         """mteb's ``ModelMeta`` (``mteb.evaluate(model, tasks)`` reads it)."""
         return self._mteb_adapter().mteb_model_meta
 
-    def similarity(self, a: Any, b: Any) -> Tensor:
-        """Cosine similarity [N, M] (mteb's protocol)."""
-        return self._mteb_adapter().similarity(a, b)
-
-    def similarity_pairwise(self, a: Any, b: Any) -> Any:
-        """Row-wise cosine similarity [N] (mteb's protocol)."""
-        return self._mteb_adapter().similarity_pairwise(a, b)
+    similarity = staticmethod(MTEBEncoder.similarity)
+    """Cosine similarity [N, M] (mteb's protocol)."""
+    similarity_pairwise = staticmethod(MTEBEncoder.similarity_pairwise)
+    """Row-wise cosine similarity [N] (mteb's protocol)."""
 
     def untranslated_note(self, missing: int, total: int) -> str:
         """The warning that ``missing`` of ``total`` non-English texts had no stored

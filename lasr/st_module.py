@@ -1,4 +1,4 @@
-"""A LiRA model folder is also a sentence-transformers model (issue 40).
+"""A LiRA model folder is also a sentence-transformers model.
 
 :meth:`lasr.model.LiRAModel.save_pretrained` writes ``modules.json`` (one module,
 :class:`LiRAModule`, whose class lives in this installed package: the folder holds no code) and

@@ -101,7 +101,7 @@ def texts_and_langs(
     return texts, langs
 
 
-def store_path(store: TranslationStore | None) -> bool:
+def has_store_file(store: TranslationStore | None) -> bool:
     """True when ``store`` is a store with a file behind it."""
     return store is not None and bool(getattr(store, "path", ""))
 
@@ -213,7 +213,7 @@ def _backbone(model: StreamModel, texts: list[str], kind: str, batch_size: int) 
 def untranslated_note(store: TranslationStore | None, missing: int, total: int) -> str:
     """The warning that ``missing`` of ``total`` non-English texts had no stored
     translation and were embedded untranslated, naming the store and the fix."""
-    where = f"store {store.path}" if store_path(store) else "the model has no translation store"
+    where = f"store {store.path}" if has_store_file(store) else "the model has no translation store"
     return (
         f"{missing} of {total} non-English texts have no stored translation ({where}); "
         "they are embedded untranslated. If they are sources of your config (queries), "

@@ -203,14 +203,22 @@ class DataConfig:
         check(0.0 <= self.dev_fraction < 1.0, "dev_fraction", "must be in [0, 1)")
         check(self.max_dev_queries >= 0, "max_dev_queries", "must be >= 0 (0 = all)")
         both = sorted(set(self.dev_languages) & set(self.eval_languages))
-        check(not both, "dev_languages", f"{both} also in eval_languages: a validation-only "
-               "language is never tested; remove it from one of the two lists")  # fmt: skip
+        check(
+            not both,
+            "dev_languages",
+            f"{both} also in eval_languages: a validation-only "
+            "language is never tested; remove it from one of the two lists",
+        )
         check(len(self.train_languages) > 0, "train_languages", "name at least one language")
         check(len(self.eval_languages) > 0, "eval_languages", "name at least one language")
         for key in ("query_language", "corpus_language"):
             value = getattr(self, key)
-            check(value == value.strip().lower(), key, f"{value!r}: write the ISO 639-1 code in "
-                  "lower case without spaces (e.g. de), or leave it empty")  # fmt: skip
+            check(
+                value == value.strip().lower(),
+                key,
+                f"{value!r}: write the ISO 639-1 code in "
+                "lower case without spaces (e.g. de), or leave it empty",
+            )
 
 
 @dataclass
@@ -357,8 +365,8 @@ def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
         raise ConfigError(
             key, f"unknown key for {cls.__name__}; valid keys are {sorted(names)} (check spelling)"
         )
-    kwargs: dict[str, Any] = {}
-    nested: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}
+    nested: dict[str, object] = {}
     for name, value in data.items():
         key = f"{prefix}.{name}" if prefix else name
         if name in sections:
@@ -389,7 +397,7 @@ def to_dict(cfg: Dataclass) -> dict[str, Any]:
     return out
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """A deep copy of ``value`` with every config dataclass turned into its mapping."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_dict(value)

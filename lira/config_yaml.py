@@ -37,8 +37,11 @@ def _too_big(root: yaml.Node, source: str) -> None:
         size[id(node)] = min(1 + sum(size.get(id(k), 0) for k in kids), MAX_YAML_NODES + 1)
         depth[id(node)] = 1 + max((depth.get(id(k), 0) for k in kids), default=0)
         if depth[id(node)] > MAX_YAML_DEPTH:
-            raise ConfigError("", f"{source} nests deeper than {MAX_YAML_DEPTH} levels (line "
-                              f"{node.start_mark.line + 1}); flatten it")  # fmt: skip
+            raise ConfigError(
+                "",
+                f"{source} nests deeper than {MAX_YAML_DEPTH} levels (line "
+                f"{node.start_mark.line + 1}); flatten it",
+            )
     if size[id(root)] > MAX_YAML_NODES:
         raise ConfigError(
             "",
@@ -59,7 +62,7 @@ PLAIN_TYPES = (str, int, float, bool, type(None))
 """What a config value may be besides mappings and lists: JSON's types."""
 
 
-def check_plain(value: Any, key: str, source: str) -> None:
+def check_plain(value: object, key: str, source: str) -> None:
     """ConfigError naming the dotted key of the first value that is not a JSON type (a YAML
     date, ``!!binary`` bytes, a ``!!set``, ``!!omap`` pairs)."""
     todo = [(value, key)]
@@ -68,8 +71,11 @@ def check_plain(value: Any, key: str, source: str) -> None:
         if isinstance(v, dict):
             for sub, item in v.items():
                 if not isinstance(sub, PLAIN_TYPES):
-                    raise ConfigError(k, f"{source}: a key of type {type(sub).__name__} "
-                                      f"({str(sub)[:40]!r}); write keys as plain strings")  # fmt: skip
+                    raise ConfigError(
+                        k,
+                        f"{source}: a key of type {type(sub).__name__} "
+                        f"({str(sub)[:40]!r}); write keys as plain strings",
+                    )
                 todo.append((item, f"{k}.{sub}" if k else str(sub)))
         elif isinstance(v, list):
             todo += [(item, f"{k}[{i}]") for i, item in enumerate(v)]
@@ -97,8 +103,11 @@ def load_yaml(text: str, source: str, key: str = "") -> Any:
     (aliases expanded) and :data:`MAX_YAML_DEPTH` levels, JSON types only; else ConfigError
     naming ``source`` (and the dotted ``key`` under which the text sits)."""
     if len(text) > MAX_YAML_BYTES:
-        raise ConfigError(key, f"{source} has {len(text)} characters, more than a config holds "
-                          f"({MAX_YAML_BYTES}); point to the right file")  # fmt: skip
+        raise ConfigError(
+            key,
+            f"{source} has {len(text)} characters, more than a config holds "
+            f"({MAX_YAML_BYTES}); point to the right file",
+        )
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()
@@ -107,8 +116,9 @@ def load_yaml(text: str, source: str, key: str = "") -> Any:
         _too_big(root, source)
         data = loader.construct_document(root)
     except RecursionError:
-        raise ConfigError(key, f"{source} nests deeper than {MAX_YAML_DEPTH} levels; flatten "
-                          "it") from None  # fmt: skip
+        raise ConfigError(
+            key, f"{source} nests deeper than {MAX_YAML_DEPTH} levels; flatten it"
+        ) from None
     except yaml.YAMLError as e:
         msg = " ".join(str(e).split())[:300]
         raise ConfigError(key, f"{source} is not valid YAML: {msg}") from None
