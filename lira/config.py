@@ -5,9 +5,12 @@ the whole tree and ``lira <stage> CONFIG key.sub=value`` overrides single fields
 is declared beside its code (as in TRL): ``lira/translation/config.py``, ``arca/config.py``,
 ``lasr/config.py``, ``lira/baselines/config.py`` (each baseline's recipe in its method file),
 ``evaluators/config.py``, ``lira/reasoning/config.py``. This module holds the sections every
-layer shares (:class:`ModelsConfig`, :class:`DataConfig`), the checks and the machinery
-(:func:`from_dict`, :func:`to_dict`, :func:`apply_overrides`, :func:`field_docs`). Unknown keys,
-wrong types and impossible values raise :class:`ConfigError` naming the dotted key and the fix.
+layer shares (:class:`ModelsConfig`, :class:`DataConfig`), the bases every training section
+inherits (:class:`TrainingArguments`, :class:`LoRAArguments`, as TRL's ``TrainingArguments``),
+the checks and the machinery (:func:`from_dict`, :func:`to_dict`, :func:`field_docs`; the YAML
+itself and the dotted overrides: :mod:`lira.config_yaml`; renamed keys: :mod:`lira.compat`).
+Unknown keys, wrong types and impossible values raise :class:`ConfigError` naming the dotted key
+and the fix.
 Defaults are the paper's values (LiRA, Tables 9-10 and App. D.4) unless a field says otherwise.
 """
 
