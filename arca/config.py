@@ -5,7 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
-from lira.config import DataConfig, ModelsConfig, check, check_at_least, check_lr, check_seed
+from lira.config import (
+    DataConfig,
+    LoRAArguments,
+    ModelsConfig,
+    TrainingArguments,
+    check,
+    check_at_least,
+    check_lr,
+)
 from lira.translation.config import TranslationConfig
 
 MAX_POOL_SIZE = 4096
@@ -23,7 +31,7 @@ def name_problem(name: str) -> str | None:
 
 
 @dataclass
-class ArcaConfig:
+class ArcaConfig(TrainingArguments, LoRAArguments):
     """Arca training (paper §4.1, App. C-D.1, Tables 9-10)."""
 
     pool_size: int = 4
@@ -89,14 +97,10 @@ class ArcaConfig:
     """Micro-batches per optimisation step."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """accelerate mixed precision."""
-    report_to: Literal["none", "tensorboard", "wandb"] = "none"
-    """Also log the training terms to this accelerate tracker (under <output_dir>/runs)."""
     train_encoder: bool = True
     """Train g (full fine-tune, or LoRA with arca.lora); false keeps g frozen."""
     lora: bool = False
     """Train g through peft LoRA adapters instead of all weights (paper App. C: g in full)."""
-    lora_r: int = 8
-    """LoRA rank."""
     lora_alpha: int = 16
     """LoRA alpha."""
     lora_dropout: float = 0.0
@@ -135,17 +139,20 @@ class ArcaConfig:
         check(self.adaptor_hidden >= 1, "adaptor_hidden", "must be >= 1")
         for k in ("actor_lr", "encoder_lr", "adaptor_lr"):
             check_lr(getattr(self, k), k)
-        check_seed(self.seed, "seed")
-        check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        TrainingArguments.__post_init__(self)  # seed, max_grad_norm
         check_at_least(self, batch_size=1, eval_batch_size=1, steps=0, grad_accum=1)
         check(0 <= self.ema_decay < 1, "ema_decay", "must be in [0, 1)")
-        check_at_least(self, eta=0, lora_r=1, log_every=1, save_every=1)
+        LoRAArguments.__post_init__(self)  # lora_r
+        check_at_least(self, eta=0, log_every=1, save_every=1)
         check(self.anchor_contrast >= 0, "anchor_contrast", "must be >= 0 (0 = paper)")
         check(self.anchor_tau > 0, "anchor_tau", "must be > 0")
         check(self.distill_ridge >= 0, "distill_ridge", "must be >= 0")
         if self.objective == "distill":
-            check(self.anchor_target == "sentence", "anchor_target",
-                  "objective distill maps sentence vectors: use anchor_target: sentence")  # fmt: skip
+            check(
+                self.anchor_target == "sentence",
+                "anchor_target",
+                "objective distill maps sentence vectors: use anchor_target: sentence",
+            )
 
 
 class ArcaRun(Protocol):

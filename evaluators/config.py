@@ -68,9 +68,17 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         known = {"en-en", "lang-en", "en-lang", "multi", "multi-1", "mono-same", "mono-cross"}
-        check_at_least(self, faiss_flat_below=1, faiss_ivf_min_queries=1, faiss_nprobe=1,
-                       faiss_train_per_list=1, faiss_kmeans_iters=1, faiss_hnsw_m=1,
-                       faiss_ef_construction=1, faiss_ef_search=1)  # fmt: skip
+        check_at_least(
+            self,
+            faiss_flat_below=1,
+            faiss_ivf_min_queries=1,
+            faiss_nprobe=1,
+            faiss_train_per_list=1,
+            faiss_kmeans_iters=1,
+            faiss_hnsw_m=1,
+            faiss_ef_construction=1,
+            faiss_ef_search=1,
+        )
         check(self.faiss_nlist >= 0, "faiss_nlist", "must be >= 0 (0 = 2·sqrt(documents))")
         check_seed(self.seed, "seed")
         bad = [s for s in self.scenarios if s not in known]

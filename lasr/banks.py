@@ -21,7 +21,8 @@ from torch import Tensor
 from lasr.config import LaSRConfig
 from lasr.fusion import LaSRNet
 from lasr.losses import soft_ndcg_loss
-from lasr.model import LiRAModel, Streams
+from lasr.model import LiRAModel
+from lasr.streams import Streams
 from lira.data.types import PairData, Record, RetrievalData
 from lira.encoding import length_batches
 from lira.metrics import ndcg_dense, sts_correlations

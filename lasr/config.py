@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
 from arca.config import ArcaRun
-from lira.config import check, check_at_least, check_lr, check_seed
+from lira.config import TrainingArguments, check, check_at_least, check_lr, to_dict
 
 
 @dataclass
-class LaSRConfig:
-    """LaSR fine-tuning (paper §4.2, App. D.4, Eq. 31-44)."""
+class LaSRArchitecture:
+    """What :class:`lasr.model.LiRAModel` needs to rebuild its net: the fusion head's shape and
+    the streams it reads (saved apart from the training settings in a model folder's
+    ``lira_config.json``, section ``architecture``; YAML keys ``lasr.*`` as the rest of LaSR)."""
 
     fusion_dim: int = 256
     """Width of the fusion transformer that computes the residual Δ over stream tokens."""
@@ -21,25 +23,60 @@ class LaSRConfig:
     """Attention heads of the fusion transformer."""
     dropout: float = 0.1
     """Dropout inside the fusion transformer."""
+    gate_init: float = 1.0
+    """Initial weight r of the multilingual half of ẑ = [n(E_en); r·n(E_lr)] (lasr/fusion.py)."""
+    raw_view: bool = False
+    """Mix the backbone on the untranslated text into the English half of a translated text with
+    a learned weight (lasr/fusion.py; one more backbone pass per translated text). On when the
+    backbone reads the target languages, off when the gate cannot learn that (docs/studies.md
+    "The raw view")."""
+    raw_g: bool = True
+    """Give ẑ a third block, g's own sentence vector (beyond the paper): where g is the stronger
+    encoder, mapping it into h's space alone loses what g knows (lasr/fusion.py)."""
+    use_translations: bool = True
+    """Table 5 "– Translations": no translations, the English stream encodes the source itself."""
+    use_multilingual_encoder: bool = True
+    """Table 5 "– Multi-enc": no g(x) stream, the fusion head sees the English stream only."""
+
+    def __post_init__(self) -> None:
+        check(self.fusion_heads >= 1, "fusion_heads", "must be >= 1 (attention heads)")
+        check_at_least(self, fusion_dim=1)
+        check(
+            self.fusion_dim % self.fusion_heads == 0,
+            "fusion_dim",
+            f"must be a multiple of fusion_heads ({self.fusion_heads})",
+        )
+        check_at_least(self, fusion_layers=1)
+        check(0 <= self.dropout < 1, "dropout", "must be in [0, 1)")
+        check(
+            self.use_translations or self.use_multilingual_encoder,
+            "use_translations",
+            "at least one stream is needed: keep use_translations or use_multilingual_encoder",
+        )
+
+
+ARCHITECTURE_KEYS = tuple(f.name for f in fields(LaSRArchitecture))
+"""The ``lasr.*`` keys a model folder saves as its architecture."""
+
+
+@dataclass
+class LaSRConfig(TrainingArguments, LaSRArchitecture):
+    """LaSR fine-tuning (paper §4.2, App. D.4, Eq. 31-44)."""
+
     lr: float = 1e-4
     """AdamW learning rate of the fusion head (the paper gives no value)."""
     weight_decay: float = 0.0
     """AdamW weight decay of the fusion head (0 = Adam, as paper App. C uses for all models)."""
-    max_grad_norm: float = 1.0
-    """Gradient-norm clip over all trainable parameters."""
     batch_size: int = 16
     """Queries (retrieval) or pairs (rank) per micro-batch and process."""
     encode_batch_size: int = 64
     """Texts per forward of the frozen h and g while LaSR builds its stream banks (longest
     first, on the accelerator's device)."""
     steps: int = 200
-    """Optimisation steps."""
     grad_accum: int = 1
     """Micro-batches per optimisation step."""
     mixed_precision: Literal["no", "fp16", "bf16"] = "no"
     """accelerate mixed precision."""
-    report_to: Literal["none", "tensorboard", "wandb"] = "none"
-    """Also log the training terms to this accelerate tracker (under <output_dir>/runs)."""
     task: Literal["auto", "rank", "retrieval"] = "auto"
     """auto: retrieval when queries/qrels are given, rank on STS pairs, both mixed if both."""
     corr_alpha: float = 0.5
@@ -85,16 +122,6 @@ class LaSRConfig:
     """Standard deviation of each query's candidate scores under ``scale_free`` (τ's unit)."""
     ema_decay: float = 0.999
     """Decay of the EMA copy of the trained weights that is saved and evaluated."""
-    gate_init: float = 1.0
-    """Initial weight r of the multilingual half of ẑ = [n(E_en); r·n(E_lr)] (lasr/fusion.py)."""
-    raw_view: bool = False
-    """Mix the backbone on the untranslated text into the English half of a translated text with
-    a learned weight (lasr/fusion.py; one more backbone pass per translated text). On when the
-    backbone reads the target languages, off when the gate cannot learn that (docs/studies.md
-    "The raw view")."""
-    raw_g: bool = True
-    """Give ẑ a third block, g's own sentence vector (beyond the paper): where g is the stronger
-    encoder, mapping it into h's space alone loses what g knows (lasr/fusion.py)."""
     fusion_init: Literal["validation", "paper"] = "validation"
     """Start the block weights at the best fixed score fusion on the validation split
     (``data.dev_fraction``; LiRA then equals that fusion at step 0), or at the paper reading
@@ -129,36 +156,22 @@ class LaSRConfig:
     queue_rescore: bool = False
     """false (paper §4.2): queued documents are stop-grad cached embeddings; true: re-score
     them with the current model (mining without grad, negatives with grad; slower)."""
-    use_translations: bool = True
-    """Table 5 "– Translations": no translations, the English stream encodes the source itself."""
-    use_multilingual_encoder: bool = True
-    """Table 5 "– Multi-enc": no g(x) stream, the fusion head sees the English stream only."""
     use_queue: bool = True
     """Table 5 "– FIFO queue": no CorrQueue / DocQueue (in-batch only)."""
     log_every: int = 10
     """Write a log.jsonl row every N steps."""
     save_every: int = 100
-    """Write a resumable checkpoint every N steps."""
     seed: int = 0
     """Seed of LaSR's initialisation and batches."""
 
     def __post_init__(self) -> None:
         for k in ("lr", "adaptor_lr", "gate_lr"):
             check_lr(getattr(self, k), k)
-        check_seed(self.seed, "seed")
-        check(self.fusion_heads >= 1, "fusion_heads", "must be >= 1 (attention heads)")
-        check_at_least(self, fusion_dim=1)
-        check(
-            self.fusion_dim % self.fusion_heads == 0,
-            "fusion_dim",
-            f"must be a multiple of fusion_heads ({self.fusion_heads})",
-        )
-        check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        TrainingArguments.__post_init__(self)  # seed, max_grad_norm
+        LaSRArchitecture.__post_init__(self)
         check_at_least(self, weight_decay=0, grad_accum=1, log_every=1)
         check(self.save_every >= 1, "save_every", "must be >= 1 (steps between checkpoints)")
-        check_at_least(self, corr_min=0, fusion_layers=1)
-        check(0 <= self.dropout < 1, "dropout", "must be in [0, 1)")
-        check_at_least(self, batch_size=1, encode_batch_size=1, steps=0)
+        check_at_least(self, corr_min=0, batch_size=1, encode_batch_size=1, steps=0)
         check(0 <= self.corr_alpha <= 1, "corr_alpha", "must be in [0, 1]")
         for k in ("corr_tau", "tau", "tau_k", "safe_beta"):
             check(getattr(self, k) > 0, k, "temperatures must be > 0")
@@ -172,11 +185,16 @@ class LaSRConfig:
             "fusion_grid",
             "needs weights >= 0, at least one > 0",
         )
-        check(
-            self.use_translations or self.use_multilingual_encoder,
-            "use_translations",
-            "at least one stream is needed: keep use_translations or use_multilingual_encoder",
-        )
+
+
+def split_lasr(
+    cfg: LaSRArchitecture, record: dict[str, object]
+) -> tuple[LaSRArchitecture, dict[str, object]]:
+    """``cfg``'s architecture and its training settings (a :class:`LaSRConfig`'s own fields;
+    ``record`` for a bare architecture), which a model folder saves apart."""
+    d = to_dict(cfg)
+    architecture = LaSRArchitecture(**{k: d.pop(k) for k in ARCHITECTURE_KEYS})
+    return architecture, d or dict(record)
 
 
 class LaSRRun(ArcaRun, Protocol):

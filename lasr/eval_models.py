@@ -21,7 +21,8 @@ import torch
 
 from arca.g_cache import CachedGRetriever, GEmbeddingCache, cache_path
 from lasr.config import LaSRRun
-from lasr.model import CONFIG_NAME, LiRAModel
+from lasr.folder import CONFIG_NAME
+from lasr.model import LiRAModel
 from lasr.trainer import FIXED_FUSION
 from lira.baselines.config import BaselinesConfig
 from lira.baselines.export import load_baseline

@@ -3,7 +3,7 @@
 - The store: :meth:`LiRAModel.save_pretrained` writes a snapshot of the model's translation store
   (every translation and critic score it was trained and validated with) as
   ``translations.sqlite`` inside the folder (:func:`snapshot_store`), so a copied or downloaded
-  folder embeds every stored text as before. The snapshot is part of the folder's manifest and is
+  folder embeds every stored text as the original does. The snapshot is part of the folder's manifest and is
   never written: :func:`open_folder_store` opens a working copy of it (under
   ``$LIRA_STORE_CACHE``, default ``<tmp>/lira-stores``, keyed by the snapshot's sha256), where
   online translation adds what it translates.

@@ -1,6 +1,6 @@
 """What a LiRA model accepts from the Hugging Face tools: inputs, kinds and mteb's ModelMeta.
 
-``LiRAModel.encode`` takes what ``SentenceTransformer.encode`` takes (issue 40): a list of
+``LiRAModel.encode`` takes what ``SentenceTransformer.encode`` takes: a list of
 texts, a ``datasets`` column, or a ``datasets.Dataset`` with a ``text`` column (and, unless
 ``langs`` is given, the languages from its ``lang`` or ``language`` column); the kind of text
 from ``kind``, sentence-transformers' ``prompt_name`` or ``task`` (``"query"`` or
@@ -99,7 +99,7 @@ def iso_language_scripts(langs: Iterable[str]) -> list[str]:
 
 def mteb_meta(
     model: nn.Module, name: str, dim: int, languages: Sequence[str], card: dict[str, Any]
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """ModelMeta fields of a LiRA model: name, languages (mteb codes), embedding dimension,
     parameters, training data and framework (for :class:`lira.mteb_encoder.MTEBEncoder`)."""
     data = card.get("data") or {}

@@ -54,7 +54,7 @@ model is built deterministically by ``lira``'s :mod:`lira.demo` where it is inst
 
 
 def run_card(
-    data: Any, languages: Sequence[str], metrics: Mapping[str, object] | None = None
+    data: object, languages: Sequence[str], metrics: Mapping[str, object] | None = None
 ) -> dict[str, Any]:
     """The ``card`` section a run records: its data (format and dataset name, never a local
     path), languages and validation metrics."""
@@ -66,7 +66,7 @@ def run_card(
     }
 
 
-def card_languages(data: Any) -> list[str]:
+def card_languages(data: object) -> list[str]:
     """The languages a run's data names (train, validation, evaluation; and English)."""
     names = ("train_languages", "dev_languages", "eval_languages")
     return sorted({"en", *(x for n in names for x in getattr(data, n, None) or [])})
@@ -165,7 +165,8 @@ def render_card(model: LiRAModel, meta: Mapping[str, Any]) -> str:
     ]  # fmt: skip
     if metrics:
         lines += ["## Validation metrics", "", "```json", json.dumps(metrics, indent=1), "```", ""]
-    config = {k: meta[k] for k in ("models", "translation", "arca", "lasr") if k in meta}
+    sections = ("models", "translation", "arca", "architecture", "lasr")
+    config = {k: meta[k] for k in sections if k in meta}
     lines += ["## Training config", "", "<details><summary>lira_config.json sections</summary>",
               "", "```json", json.dumps(config, indent=1), "```", "", "</details>", ""]  # fmt: skip
     return "\n".join(lines)

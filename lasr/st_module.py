@@ -1,4 +1,4 @@
-"""A LiRA model folder is also a sentence-transformers model (issue 40).
+"""A LiRA model folder is also a sentence-transformers model.
 
 :meth:`lasr.model.LiRAModel.save_pretrained` writes ``modules.json`` (one module,
 :class:`LiRAModule`, whose class lives in this installed package: the folder holds no code) and
@@ -32,7 +32,8 @@ from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules import InputModule
 
 from lasr.interop import MODULE_TYPE, resolve_kind
-from lasr.model import UNKNOWN_LANG, LiRAModel
+from lasr.model import LiRAModel
+from lasr.streams import UNKNOWN_LANG
 
 
 class LiRAModule(InputModule):

@@ -47,7 +47,8 @@ from typing import Any, TypedDict
 import numpy as np
 
 from lira.checkpoint import write_json
-from lira.config import apply_overrides, from_dict, to_dict
+from lira.config import from_dict, to_dict
+from lira.config_yaml import apply_overrides
 from lira.errors import MissingFileError, UserInputError
 from lira.pipeline import load_engine, stage_fingerprint
 from lira.runconfig import RunConfig

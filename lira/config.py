@@ -5,9 +5,12 @@ the whole tree and ``lira <stage> CONFIG key.sub=value`` overrides single fields
 is declared beside its code (as in TRL): ``lira/translation/config.py``, ``arca/config.py``,
 ``lasr/config.py``, ``lira/baselines/config.py`` (each baseline's recipe in its method file),
 ``evaluators/config.py``, ``lira/reasoning/config.py``. This module holds the sections every
-layer shares (:class:`ModelsConfig`, :class:`DataConfig`), the checks and the machinery
-(:func:`from_dict`, :func:`to_dict`, :func:`apply_overrides`, :func:`field_docs`). Unknown keys,
-wrong types and impossible values raise :class:`ConfigError` naming the dotted key and the fix.
+layer shares (:class:`ModelsConfig`, :class:`DataConfig`), the bases every training section
+inherits (:class:`TrainingArguments`, :class:`LoRAArguments`, as TRL's ``TrainingArguments``),
+the checks and the machinery (:func:`from_dict`, :func:`to_dict`, :func:`field_docs`; the YAML
+itself and the dotted overrides: :mod:`lira.config_yaml`; renamed keys: :mod:`lira.compat`).
+Unknown keys, wrong types and impossible values raise :class:`ConfigError` naming the dotted key
+and the fix.
 Defaults are the paper's values (LiRA, Tables 9-10 and App. D.4) unless a field says otherwise.
 """
 
@@ -19,7 +22,6 @@ import copy
 import dataclasses
 import inspect
 import itertools
-import json
 import math
 import textwrap
 import types
@@ -30,6 +32,7 @@ from typing import Any, ClassVar, Literal, Protocol, TypeVar, Union
 
 import yaml
 
+from lira.compat import MOVED_KEYS, flat_key
 from lira.errors import LiRAError
 
 T = TypeVar("T")
@@ -203,14 +206,59 @@ class DataConfig:
         check(0.0 <= self.dev_fraction < 1.0, "dev_fraction", "must be in [0, 1)")
         check(self.max_dev_queries >= 0, "max_dev_queries", "must be >= 0 (0 = all)")
         both = sorted(set(self.dev_languages) & set(self.eval_languages))
-        check(not both, "dev_languages", f"{both} also in eval_languages: a validation-only "
-               "language is never tested; remove it from one of the two lists")  # fmt: skip
+        check(
+            not both,
+            "dev_languages",
+            f"{both} also in eval_languages: a validation-only "
+            "language is never tested; remove it from one of the two lists",
+        )
         check(len(self.train_languages) > 0, "train_languages", "name at least one language")
         check(len(self.eval_languages) > 0, "eval_languages", "name at least one language")
         for key in ("query_language", "corpus_language"):
             value = getattr(self, key)
-            check(value == value.strip().lower(), key, f"{value!r}: write the ISO 639-1 code in "
-                  "lower case without spaces (e.g. de), or leave it empty")  # fmt: skip
+            check(
+                value == value.strip().lower(),
+                key,
+                f"{value!r}: write the ISO 639-1 code in "
+                "lower case without spaces (e.g. de), or leave it empty",
+            )
+
+
+@dataclass
+class TrainingArguments:
+    """What every training section sets, as TRL's ``TrainingArguments``: its budget, batch,
+    seed, gradient clip, tracker and checkpoints (``arca.*``, ``lasr.*``, ``baselines.*``). A
+    section redeclares a field to give it its own default (and ``--help`` line)."""
+
+    steps: int = 0
+    """Optimisation steps."""
+    batch_size: int = 1
+    """Examples per micro-batch and process."""
+    max_grad_norm: float = 1.0
+    """Gradient-norm clip over all trainable parameters."""
+    report_to: Literal["none", "tensorboard", "wandb"] = "none"
+    """Also log the training terms to this accelerate tracker (under <output_dir>/runs)."""
+    save_every: int = 0
+    """Write a resumable checkpoint every N steps."""
+    seed: int = 0
+    """Seed of the section's initialisation and batches."""
+
+    def __post_init__(self) -> None:
+        check_seed(self.seed, "seed")
+        check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+
+
+@dataclass
+class LoRAArguments:
+    """Training through peft LoRA adapters (``arca.lora*``, ``baselines.lora*``)."""
+
+    lora: bool = False
+    """Train through peft LoRA adapters instead of all weights."""
+    lora_r: int = 8
+    """LoRA rank."""
+
+    def __post_init__(self) -> None:
+        check(self.lora_r >= 1, "lora_r", "must be >= 1")
 
 
 # --------------------------------------------------------------------------------------------
@@ -289,29 +337,12 @@ def check_text(value: str, key: str) -> None:
         ) from None
 
 
-MOVED_KEYS = {
-    "lasr.use_llm_critic": "arca.use_llm_critic",
-    "lasr.use_embedding_critic": "arca.use_embedding_critic",
-}
-"""Keys that moved: the critic ablations are trained into Arca (Table 5), not masked in LaSR."""
-
-
 def open_sections(cls: type) -> tuple[str, dict[str, type]] | None:
     """``(field, {name: dataclass})`` of a config whose ``open_sections`` field (a dict) holds
     sections that others declare, each a YAML key of its own (``baselines.clear.*``: each
     baseline's recipe, from the registry); None for the other configs."""
     name = getattr(cls, "open_sections", None)
     return (name, cls.section_types()) if name else None  # type: ignore[attr-defined]
-
-
-def _flat_key(name: str, sections: dict[str, type]) -> str | None:
-    """``sec.field`` for the flat key ``sec_field`` of an open section (earlier versions)."""
-    for sec, tp in sections.items():
-        rest = name.removeprefix(f"{sec}_")
-        rest = getattr(tp, "old_names", {}).get(rest, rest)
-        if rest != name and rest in {f.name for f in dataclasses.fields(tp)}:
-            return f"{sec}.{rest}"
-    return None
 
 
 def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
@@ -331,14 +362,14 @@ def from_dict(cls: type[T], data: dict[str, Any], prefix: str = "") -> T:
                 f"moved to {MOVED_KEYS[key]} (the Actor is trained without the critic, "
                 "not only masked at inference); rename the key",
             )
-        if new := _flat_key(unknown[0], sections):
+        if new := flat_key(unknown[0], sections):
             new = f"{prefix}.{new}" if prefix else new
             raise ConfigError(key, f"is now {new} (each recipe is a section); rename the key")
         raise ConfigError(
             key, f"unknown key for {cls.__name__}; valid keys are {sorted(names)} (check spelling)"
         )
-    kwargs: dict[str, Any] = {}
-    nested: dict[str, Any] = {}
+    kwargs: dict[str, object] = {}
+    nested: dict[str, object] = {}
     for name, value in data.items():
         key = f"{prefix}.{name}" if prefix else name
         if name in sections:
@@ -369,7 +400,7 @@ def to_dict(cfg: Dataclass) -> dict[str, Any]:
     return out
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     """A deep copy of ``value`` with every config dataclass turned into its mapping."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return to_dict(value)
@@ -378,140 +409,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _plain(v) for k, v in value.items()}
     return copy.deepcopy(value)
-
-
-MAX_YAML_BYTES = 1 << 20
-"""Largest config file (or override value) read, in bytes (configs are a few KiB)."""
-MAX_YAML_NODES = 100_000
-"""Most values a config may hold once its aliases are expanded (a "billion laughs" file of
-nested anchors holds billions): larger ones are refused before they are built."""
-MAX_YAML_DEPTH = 64
-"""Deepest nesting of mappings and lists a config may have."""
-
-
-def _too_big(root: yaml.Node, source: str) -> None:
-    """ConfigError when the node graph ``root`` expands to more than :data:`MAX_YAML_NODES`
-    values or nests deeper than :data:`MAX_YAML_DEPTH` (aliases counted at every use)."""
-    size: dict[int, int] = {}
-    depth: dict[int, int] = {}
-    todo: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while todo:  # iterative post-order walk over the (shared) nodes: no recursion
-        node, done = todo.pop()
-        if id(node) in size:
-            continue
-        kids = _children(node)
-        if not done:
-            todo.append((node, True))
-            todo += [(k, False) for k in kids if id(k) not in size]
-            continue
-        size[id(node)] = min(1 + sum(size.get(id(k), 0) for k in kids), MAX_YAML_NODES + 1)
-        depth[id(node)] = 1 + max((depth.get(id(k), 0) for k in kids), default=0)
-        if depth[id(node)] > MAX_YAML_DEPTH:
-            raise ConfigError("", f"{source} nests deeper than {MAX_YAML_DEPTH} levels (line "
-                              f"{node.start_mark.line + 1}); flatten it")  # fmt: skip
-    if size[id(root)] > MAX_YAML_NODES:
-        raise ConfigError(
-            "",
-            f"{source} expands to more than {MAX_YAML_NODES} values (its anchors/aliases "
-            "repeat one another); write the values out or use fewer nested aliases",
-        )
-
-
-def _children(node: yaml.Node) -> list[yaml.Node]:
-    if isinstance(node, yaml.MappingNode):
-        return [n for pair in node.value for n in pair]
-    if isinstance(node, yaml.SequenceNode):
-        return list(node.value)
-    return []
-
-
-PLAIN_TYPES = (str, int, float, bool, type(None))
-"""What a config value may be besides mappings and lists: JSON's types."""
-
-
-def _plain_only(value: Any, key: str, source: str) -> None:
-    """ConfigError naming the dotted key of the first value that is not a JSON type (a YAML
-    date, ``!!binary`` bytes, a ``!!set``, ``!!omap`` pairs)."""
-    todo = [(value, key)]
-    while todo:
-        v, k = todo.pop()
-        if isinstance(v, dict):
-            for sub, item in v.items():
-                if not isinstance(sub, PLAIN_TYPES):
-                    raise ConfigError(k, f"{source}: a key of type {type(sub).__name__} "
-                                      f"({str(sub)[:40]!r}); write keys as plain strings")  # fmt: skip
-                todo.append((item, f"{k}.{sub}" if k else str(sub)))
-        elif isinstance(v, list):
-            todo += [(item, f"{k}[{i}]") for i, item in enumerate(v)]
-        elif not isinstance(v, PLAIN_TYPES):
-            name = type(v).__name__
-            kind, fix = _NOT_PLAIN.get(name, (name, "write a plain string, number or list"))
-            raise ConfigError(
-                k,
-                f"{source}: {kind} ({str(v)[:40]!r}) is not a plain value (string, number, "
-                f"true/false, list or mapping); {fix}",
-            )
-
-
-_NOT_PLAIN = {
-    "date": ("a date", "quote it to make it a string, e.g. '2026-11-25'"),
-    "datetime": ("a date", "quote it to make it a string, e.g. '2026-11-25 10:00'"),
-    "bytes": ("!!binary bytes", "write a plain string instead of !!binary"),
-    "set": ("a !!set", "write a list instead, e.g. [de, es]"),
-}
-"""Non-JSON values PyYAML's safe loader builds: what to call them and the fix."""
-
-
-def load_yaml(text: str, source: str, key: str = "") -> Any:
-    """Parse config YAML safely: at most :data:`MAX_YAML_BYTES`, :data:`MAX_YAML_NODES` values
-    (aliases expanded) and :data:`MAX_YAML_DEPTH` levels, JSON types only; else ConfigError
-    naming ``source`` (and the dotted ``key`` under which the text sits)."""
-    if len(text) > MAX_YAML_BYTES:
-        raise ConfigError(key, f"{source} has {len(text)} characters, more than a config holds "
-                          f"({MAX_YAML_BYTES}); point to the right file")  # fmt: skip
-    loader = yaml.SafeLoader(text)
-    try:
-        root = loader.get_single_node()
-        if root is None:
-            return None
-        _too_big(root, source)
-        data = loader.construct_document(root)
-    except RecursionError:
-        raise ConfigError(key, f"{source} nests deeper than {MAX_YAML_DEPTH} levels; flatten "
-                          "it") from None  # fmt: skip
-    except yaml.YAMLError as e:
-        msg = " ".join(str(e).split())[:300]
-        raise ConfigError(key, f"{source} is not valid YAML: {msg}") from None
-    finally:
-        loader.dispose()
-    _plain_only(data, key, source)
-    return data
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``a.b.c=value`` overrides (values parsed as YAML) to a nested mapping."""
-    _plain_only(data, "", "the config")
-    out = json.loads(json.dumps(data))
-    for item in overrides:
-        if "=" not in item:
-            raise ConfigError(item, "overrides look like key.sub=value (e.g. arca.steps=50)")
-        dotted, raw = item.split("=", 1)
-        parts = dotted.strip().split(".")
-        node = out
-        for p in parts[:-1]:
-            node = node.setdefault(p, {})
-            if not isinstance(node, dict):
-                raise ConfigError(dotted, f"'{p}' is not a section")
-        try:
-            node[parts[-1]] = load_yaml(raw, "the override", dotted) if raw.strip() else ""
-        except ConfigError as e:
-            if "not valid YAML" not in str(e):
-                raise
-            raise ConfigError(
-                dotted,
-                f"value {raw[:80]!r} is not valid YAML; quote it, e.g. key='text'",
-            ) from None
-    return out
 
 
 def save_config(cfg: Dataclass, path: str | Path) -> None:

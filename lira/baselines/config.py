@@ -4,8 +4,8 @@ A method's paper recipe is a :class:`RecipeConfig` subclass declared in the meth
 (``ClearConfig`` in :mod:`lira.baselines.clear`, ...) and named by its ``config_class``; it is
 the YAML section ``baselines.<method>`` (e.g. ``baselines.clear.lr``). :class:`BaselinesConfig`
 finds those sections in the registry, so a new baseline with a recipe is its method file plus
-its registry line. The flat keys of earlier versions (``baselines.clear_lr``) are refused with
-the new key (:func:`lira.config.from_dict`).
+its registry line. A flat key (``baselines.clear_lr``) is refused with the section's key
+(:func:`lira.compat.flat_key`).
 """
 
 from __future__ import annotations
@@ -14,10 +14,17 @@ import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Literal, Protocol, TypeVar
+from typing import ClassVar, Literal, Protocol, TypeVar
 
 from lira.baselines.registry import all_methods, method_names
-from lira.config import DataConfig, ModelsConfig, check, check_lr, check_seed
+from lira.config import (
+    DataConfig,
+    LoRAArguments,
+    ModelsConfig,
+    TrainingArguments,
+    check,
+    check_lr,
+)
 
 R = TypeVar("R", bound="RecipeConfig")
 
@@ -46,7 +53,7 @@ class RecipeConfig:
 
     old_names: ClassVar[dict[str, str]] = {}
     """Flat-key suffixes of earlier versions that are not the field's name (``lancer_lambda``:
-    ``{"lambda": "weight"}``); they name the fields in the run fingerprint, as they did."""
+    ``{"lambda": "weight"}``); they name the fields in the run fingerprint."""
 
     def __post_init__(self) -> None:
         check_lr(self.lr, "lr")
@@ -100,7 +107,7 @@ def recipe_classes() -> dict[str, type[RecipeConfig]]:
 
 
 @dataclass
-class BaselinesConfig:
+class BaselinesConfig(TrainingArguments, LoRAArguments):
     """Baselines trained on the same data (papers 000-003).
 
     Each method's recipe ``baselines.<method>.*`` defaults to that paper's values (CLEAR App. A
@@ -152,9 +159,8 @@ class BaselinesConfig:
             "contrastive losses need >= 2 (0 = each paper's batch size)",
         )
         check_lr(self.lr, "lr", zero_ok=True)  # 0 = each paper's learning rate
-        check_seed(self.seed, "seed")
-        check(self.lora_r >= 1, "lora_r", "must be >= 1")
-        check(self.max_grad_norm > 0, "max_grad_norm", "must be > 0")
+        TrainingArguments.__post_init__(self)  # seed, max_grad_norm
+        LoRAArguments.__post_init__(self)  # lora_r
         check(self.save_every >= 0, "save_every", "must be >= 0 (0 = no checkpoints)")
         types = recipe_classes()
         unknown = sorted(set(self.recipes) - set(types))
@@ -172,9 +178,9 @@ class BaselinesConfig:
         return rc
 
 
-def flat_recipe(bc: BaselinesConfig, name: str, keys: tuple[str, ...] = ()) -> dict[str, Any]:
-    """``baselines.<name>``'s fields (only ``keys`` when given) under their flat names of
-    earlier versions, ``<name>_<field>``: the names run fingerprints have always used."""
+def flat_recipe(bc: BaselinesConfig, name: str, keys: tuple[str, ...] = ()) -> dict[str, object]:
+    """``baselines.<name>``'s fields (only ``keys`` when given) under their flat names,
+    ``<name>_<field>``: the names run fingerprints use (so a checkpoint's stays valid)."""
     rc = bc.recipes[name]
     old = {new: o for o, new in rc.old_names.items()}
     return {
@@ -184,10 +190,12 @@ def flat_recipe(bc: BaselinesConfig, name: str, keys: tuple[str, ...] = ()) -> d
     }
 
 
-def flat_baselines(bc: BaselinesConfig) -> dict[str, Any]:
+def flat_baselines(bc: BaselinesConfig) -> dict[str, object]:
     """The ``baselines`` section as one flat mapping (shared fields, then every recipe under
-    ``<method>_<field>``): what stage fingerprints hash, unchanged from the flat config."""
-    out: dict[str, Any] = {f.name: getattr(bc, f.name) for f in fields(bc) if f.name != "recipes"}
+    ``<method>_<field>``): what stage fingerprints hash."""
+    out: dict[str, object] = {
+        f.name: getattr(bc, f.name) for f in fields(bc) if f.name != "recipes"
+    }
     for name in bc.recipes:
         out.update(flat_recipe(bc, name))
     return out

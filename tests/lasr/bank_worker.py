@@ -18,7 +18,8 @@ import torch
 from accelerate.utils import set_seed
 
 from lasr.banks import build_bank
-from lasr.model import LiRAModel, Streams
+from lasr.model import LiRAModel
+from lasr.streams import Streams
 from lira.config import ModelsConfig, from_dict
 from lira.encoding import length_batches
 from lira.models import Backbone

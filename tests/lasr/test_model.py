@@ -177,6 +177,33 @@ def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
         LiRAModel.from_pretrained(folder)
 
 
+def test_a_folder_of_the_older_layout_loads_the_same(stack, tmp_path, caplog):
+    """A folder saved before the ``architecture`` section holds the fusion head's shape inside
+    ``lasr`` (with the critic switches since moved to ``arca``): it loads, embeds as the model
+    did, and a save writes today's layout (:func:`lira.compat.current_folder_meta`)."""
+    from lira.checkpoint import write_manifest
+
+    model, _, home = stack
+    folder = home / f"lira-{tmp_path.name}"
+    texts, langs = [*DE, EN[0]], ["de", "de", "en"]
+    want = model.encode(texts, langs)
+    model.save_pretrained(folder)
+    meta = json.loads((folder / "lira_config.json").read_text())
+    assert meta["architecture"]["fusion_dim"] == 32 and "fusion_dim" not in meta["lasr"]
+    old = {k: v for k, v in meta.items() if k != "architecture"}
+    old["lasr"] = {**meta["lasr"], **meta["architecture"], "use_llm_critic": False}
+    (folder / "lira_config.json").write_text(json.dumps(old))
+    write_manifest(folder)
+    with caplog.at_level("WARNING"):
+        loaded = LiRAModel.from_pretrained(folder)
+    assert "lasr.use_llm_critic = false" in caplog.text
+    assert loaded.lasr_cfg.fusion_dim == 32 and loaded.head.proj_en.out_features == 32
+    assert np.abs(loaded.encode(texts, langs) - want).max() < 1e-6
+    loaded.save_pretrained(tmp_path / "again")
+    again = json.loads((tmp_path / "again" / "lira_config.json").read_text())
+    assert again["architecture"] == meta["architecture"] and again["lasr"] == meta["lasr"]
+
+
 def test_lasr_streams_never_use_train_only_references(stack):
     """LaSR trains on the translations inference sees: gold (train-only) English is Arca's anchor."""
     from lasr.banks import build_bank
