@@ -5,9 +5,12 @@ its source: ``empty``; ``copy`` (the normalised candidate is the source, or a fr
 least COPY_MIN_SHARE of its length, e.g. a copy cut off by ``max_new_tokens``); ``untranslated``
 (>= MIN_WORDS words, more than SOURCE_WORD_SHARE of them words of the source: a paraphrase in
 the source language); ``script`` (more than NON_LATIN_SHARE of the candidate's letters outside
-the Latin script: not English, e.g. a Russian source answered in Russian). An embedding of meaning finds such echoes
-"similar" (a copy has cosine 1), so the embedding critic scores them 1 and a tuned translator's
-reward gives them nothing.
+the Latin script: not English, e.g. a Russian source answered in Russian); ``quoted`` (a run
+of consecutive source words, at least COPY_MIN_SHARE of them and not just a name, quoted inside
+other text: 'The question is: "Wer verlor gegen die Broncos?"'). An embedding of meaning finds
+such echoes "similar" (a copy has cosine 1), so the embedding critic scores them 1 and a tuned
+translator's reward gives them nothing (a quoted source there keeps the soft ECHO_PENALTY: a
+completion may echo the source beside its translation).
 
 :func:`format_check` adds the softer form penalties of a completion (cleaned like a pool
 candidate by :func:`lira.translation.cleanup.clean_translation`): meta-text that the cleanup
@@ -42,7 +45,9 @@ MIN_ECHO_CHARS = 8
 NON_LATIN_SHARE = 0.5
 """A candidate with more than this share of its letters outside the Latin script is not English
 (a name in its own script inside an English sentence stays below it)."""
-HARD = frozenset({"empty", "copy", "untranslated", "script"})
+QUOTED_LOWER_WORDS = 2
+"""A quoted run of source words needs this many words lower-case in the source to count."""
+HARD = frozenset({"empty", "copy", "untranslated", "script", "quoted"})
 """The reasons that make a candidate no translation at all (:func:`echo_reason`)."""
 
 
@@ -66,9 +71,38 @@ def non_latin_share(text: str) -> float:
     return sum(not unicodedata.name(c, "").startswith("LATIN") for c in letters) / len(letters)
 
 
-def echo_reason(source: str, candidate: str) -> str | None:
+def quoted_run(source: str, candidate: str) -> list[str]:
+    """The longest run of consecutive :func:`normalize`-d source words found in ``candidate``."""
+    a, b = normalize(source).split(), normalize(candidate).split()
+    best, end, prev = 0, 0, [0] * (len(b) + 1)
+    for i in range(1, len(a) + 1):
+        cur = [0] * (len(b) + 1)
+        for j in range(1, len(b) + 1):
+            if a[i - 1] == b[j - 1]:
+                cur[j] = prev[j - 1] + 1
+                if cur[j] > best:
+                    best, end = cur[j], i
+        prev = cur
+    return a[end - best : end]
+
+
+def quotes_source(source: str, candidate: str) -> bool:
+    """True when ``candidate`` quotes a run of at least max(MIN_WORDS, COPY_MIN_SHARE of the
+    source's words) consecutive source words, QUOTED_LOWER_WORDS of them lower-case in the source
+    (words of the sentence, not a multi-word name such as "San Diego-Carlsbad-San Marcos")."""
+    run = quoted_run(source, candidate)
+    n_src = len(normalize(source).split())
+    if len(run) < max(MIN_WORDS, math.ceil(COPY_MIN_SHARE * n_src)):
+        return False
+    lower = {w.casefold() for w in re.findall(r"\w+", unicodedata.normalize("NFKC", source))
+             if w[:1].islower()}  # fmt: skip
+    return sum(w in lower for w in run) >= QUOTED_LOWER_WORDS
+
+
+def echo_reason(source: str, candidate: str, quoted: bool = True) -> str | None:
     """Why ``candidate`` is no English translation of ``source`` (a :data:`HARD` reason: empty,
-    copy, untranslated, script), or None when it may be one."""
+    copy, untranslated, script, quoted), or None when it may be one. ``quoted=False`` leaves a
+    source quoted inside other text to the caller (:func:`format_check` penalises it softly)."""
     src, out = normalize(source), normalize(candidate)
     if not out:
         return "empty"
@@ -80,6 +114,8 @@ def echo_reason(source: str, candidate: str) -> str | None:
         return "untranslated"
     if non_latin_share(candidate) > NON_LATIN_SHARE:
         return "script"
+    if quoted and quotes_source(source, candidate):
+        return "quoted"
     return None
 
 
@@ -102,7 +138,7 @@ def format_check(
 ) -> FormatCheck:
     """Clean ``completion`` like a pool candidate and rate its form (see the module docstring)."""
     cleaned, removed = clean_translation(completion or "")
-    reason = echo_reason(source, cleaned)
+    reason = echo_reason(source, cleaned, quoted=False)
     if reason is not None:
         return FormatCheck("" if reason == "empty" else cleaned, 1.0, (reason,))
     src = normalize(source)

@@ -111,6 +111,12 @@ def test_echo_reason_by_hand():
     assert echo_reason(src, "Wann wurde die Universität") == "copy"  # cut off by max_new_tokens
     assert echo_reason(src, "Die Universität wurde wann gegründet?") == "untranslated"
     assert echo_reason(src, "Universität") is None  # a name may be all there is
+    # SmolLM2's meta frames around the untranslated source (seen on XQuAD-R validation)
+    assert echo_reason(src, f'The question is: "{src}"') == "quoted"
+    assert echo_reason(src, "What is the translation of 'Wann wurde die Universität") == "quoted"
+    # a multi-word name is not a quoted source (its words are capitalised in the source)
+    assert echo_reason("Wo liegt San Diego-Carlsbad-San Marcos?", "Where is San Diego-Carlsbad-San "
+                       "Marcos?") is None  # fmt: skip
     ru = "Когда был основан университет?"
     assert echo_reason(ru, "Когда основан университет Москвы") == "script"
     assert echo_reason(ru, "When was the Moscow university founded?") is None
@@ -127,12 +133,14 @@ def test_embedding_critic_scores_echoes_lowest_with_a_real_encoder(demo_cache):
     critic = build_critic(cfg, cache_dir=str(demo_cache))
     src = "Wann wurde die Universität gegründet?"
     ru = "Когда был основан университет?"
-    cand = [src, "When was the university founded?", "Wann wurde die Universität", ru]
-    cos = critic.cosines([src, src, src, ru], cand)
+    quoted = f'The question is: "{src}"'
+    cand = [src, "When was the university founded?", "Wann wurde die Universität", ru, quoted]
+    cos = critic.cosines([src, src, src, ru, src], cand)
     assert cos[0] > 0.999 and cos[3] > 0.999  # what the encoder alone says about a copy
-    res = critic.score([src, src, src, ru], cand, "de")
+    assert cos[4] > cos[1]  # and about the source quoted in an English frame
+    res = critic.score([src, src, src, ru, src], cand, "de")
     assert all(r.ok for r in res)
-    assert res[0].scores == res[2].scores == res[3].scores == (1, 1, 1)
+    assert res[0].scores == res[2].scores == res[3].scores == res[4].scores == (1, 1, 1)
     assert '"echo": "copy"' in res[0].raw
     assert res[1].scores[0] > 1 and '"cos"' in res[1].raw
     assert critic.id.endswith(":echo1")  # stores scored by the old rule are scored again
