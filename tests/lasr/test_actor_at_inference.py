@@ -46,3 +46,19 @@ def test_the_actor_picks_among_two_inference_candidates(tmp_path, models_config)
     # the Actor's weights decide the embedded text of every source (+sim and -sim disagree)
     for i in range(len(DE)):
         assert {picks[0][i], picks[1][i]} == {GOOD[i], POOR[i]}
+
+
+def test_the_k2_config_offers_two_candidates_at_inference():
+    from pathlib import Path
+
+    from lira.runconfig import load_config
+
+    root = Path(__file__).resolve().parents[2] / "configs"
+    at_inference = {}
+    for name in ("xquad_minilm", "xquad_minilm_k2"):
+        tc = load_config(root / f"{name}.yaml").translation
+        at_inference[name] = [t.name for t in tc.active_translators() if not t.train_only]
+    assert at_inference == {"xquad_minilm": ["smollm2"],
+                            "xquad_minilm_k2": ["smollm2", "smollm2-t07"]}  # fmt: skip
+    k2 = load_config(root / "xquad_minilm_k2.yaml")
+    assert k2.translation.critic.kind == "embedding" and k2.arca.use_llm_critic
