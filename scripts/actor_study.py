@@ -45,6 +45,7 @@ VARIANTS: dict[str, dict[str, object]] = {
                           "distill_solver": "ridge"},
     "E_critic_std_mean_lr1e-2": {"use_llm_critic": True, "actor_features": "standardized",
                                  "reward_baseline": "mean", "actor_lr": 1e-2},
+    "F_critic_raw_none_lr1e-2": {"use_llm_critic": True, "actor_lr": 1e-2},
 }  # fmt: skip
 
 
