@@ -17,9 +17,10 @@ then reads 0.1 s with the paper's weights, which sum to 1). It costs one encodin
 (the caller's ``encode`` may cache them: the pipeline passes g's embedding cache) and scales to
 any number of candidates; its raw reply records the cosine. A candidate that is no English
 translation of its source (:func:`lira.translation.checks.echo_reason`: empty, a copy of the
-source, a paraphrase in the source's words, or text in the source's non-Latin script) scores
-(1, 1, 1) whatever its cosine (a copy has cosine 1): it conveys nothing to an English reader, so
-all three dimensions get the lowest score; the raw reply names the reason.
+source, a paraphrase in the source's words, mostly non-Latin letters, or the source quoted inside
+an English frame) scores (1, 1, 1) whatever its cosine (a copy has cosine 1): it conveys nothing
+to an English reader, so all three dimensions get the lowest score; the raw reply names the
+reason (``{"echo": "copy"}``).
 
 :func:`parse_scores` accepts anything (non-str, bytes, huge numbers, deep nesting, random
 bytes) and raises only :class:`CriticParseError`; it accepts exactly a JSON object with the
