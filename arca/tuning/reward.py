@@ -19,11 +19,12 @@ samples ``num_generations`` English translations per training source (the prompt
   beats that question on 66% of sources plain, 95% centred);
 - (s, e, p): the configured critic's scores of the cleaned completion, computed only when one
   of alpha, beta, gamma is > 0 (all 0 by default: one critic call per sample is slow);
-- penalty in [0, 1] (:func:`format_check`): the completion is cleaned like a pool candidate
+- penalty in [0, 1] (:func:`lira.translation.checks.format_check`, shared with the embedding
+  critic's echo check): the completion is cleaned like a pool candidate
   (:func:`lira.translation.cleanup.clean_translation`); an empty result or a copy of the source
-  (the whole source, or a fragment of it at least COPY_MIN_SHARE of its length, e.g. a copy cut
-  off by max_new_tokens), or a completion of >= MIN_WORDS words more than SOURCE_WORD_SHARE of
-  which are source words (a paraphrase in the source language), gets penalty 1 and no composite
+  (the whole source, or a fragment of it at least half its length, e.g. a copy cut
+  off by max_new_tokens), or a completion of >= 3 words more than 3/4 of
+  which are source words (a paraphrase in the source language), or not in Latin script, gets penalty 1 and no composite
   at all (otherwise a policy could echo the source, which an embedding space may find
   "similar"); meta-text that the cleanup removed (preambles, notes) adds 0.5, a source echoed
   inside the translation adds 0.5, and a length ratio
@@ -34,10 +35,7 @@ samples ``num_generations`` English translations per training source (the prompt
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import TypedDict
 
 import torch
@@ -47,80 +45,9 @@ from torch import Tensor
 from arca.losses import composite_reward
 from arca.model import ArcaModel
 from arca.tuning.config import TuneTranslatorConfig
-from lira.translation.cleanup import clean_translation
+from lira.translation.checks import format_check
 from lira.translation.critic import Critic
 from lira.translation.types import NEUTRAL_SCORE
-
-META_PENALTY = 0.5
-"""Penalty of a completion from which the cleanup removed meta-text (words, not just quotes)."""
-ECHO_PENALTY = 0.5
-"""Penalty of a completion that contains the whole source (besides a translation)."""
-COPY_MIN_SHARE = 0.5
-"""A completion found inside the source and at least this share of its length is a copy (a
-policy penalised for exact copies only learns truncated ones)."""
-SOURCE_WORD_SHARE = 0.75
-"""A completion of at least MIN_WORDS words, more than this share of them words of the source,
-was not translated (a paraphrase in the source language; numbers do not count as words)."""
-MIN_WORDS = 3
-"""Completions with fewer words are not checked for source words (a name may be all there is)."""
-MIN_ECHO_CHARS = 8
-"""Sources shorter than this (normalised) are not checked for an echo (too many false hits)."""
-
-
-# ------------------------------------------------------------------------------ format penalty
-def normalize(text: str) -> str:
-    """Case-folded text without punctuation and with single spaces (for copy detection)."""
-    text = unicodedata.normalize("NFKC", text).casefold()
-    text = "".join(" " if unicodedata.category(c)[0] in "PSZ" else c for c in text)
-    return re.sub(r"\s+", " ", text).strip()
-
-
-@dataclass
-class FormatCheck:
-    """The cleaned completion and its format penalty; ``hard``: empty, copied or untranslated."""
-
-    text: str
-    penalty: float
-    reasons: tuple[str, ...] = ()
-
-    @property
-    def hard(self) -> bool:
-        """True when the completion earns no composite reward (empty, copied, untranslated)."""
-        return bool({"empty", "copy", "untranslated"} & set(self.reasons))
-
-
-def words(normalized: str) -> list[str]:
-    """The words of a :func:`normalize`-d text, numbers left out (for the source-word check)."""
-    return [w for w in normalized.split() if not w.isdigit()]
-
-
-def format_check(
-    source: str, completion: str, min_ratio: float = 0.3, max_ratio: float = 4.0
-) -> FormatCheck:
-    """Clean ``completion`` like a pool candidate and rate its form (see the module docstring)."""
-    cleaned, removed = clean_translation(completion or "")
-    if not normalize(cleaned):
-        return FormatCheck("", 1.0, ("empty",))
-    src, out = normalize(source), normalize(cleaned)
-    if out == src or (len(out) >= COPY_MIN_SHARE * len(src) and out in src):
-        return FormatCheck(cleaned, 1.0, ("copy",))
-    out_words, src_words = words(out), set(words(src))
-    shared = sum(w in src_words for w in out_words)
-    if len(out_words) >= MIN_WORDS and shared > SOURCE_WORD_SHARE * len(out_words):
-        return FormatCheck(cleaned, 1.0, ("untranslated",))
-    penalty, reasons = 0.0, []
-    if any(ch.isalnum() for ch in removed):  # quotes alone are harmless
-        penalty += META_PENALTY
-        reasons.append("meta")
-    if len(src) >= MIN_ECHO_CHARS and src in out:
-        penalty += ECHO_PENALTY
-        reasons.append("echo")
-    ratio = len(cleaned) / max(len(source.strip()), 1)
-    bound = min(max(ratio, min_ratio), max_ratio)
-    if ratio != bound:
-        penalty += min(1.0, abs(math.log2(ratio / bound)))
-        reasons.append("short" if ratio < bound else "long")
-    return FormatCheck(cleaned, min(penalty, 1.0), tuple(reasons))
 
 
 # ------------------------------------------------------------------------------ reward

@@ -9,7 +9,8 @@ import torch
 
 from arca.candidates import pad_candidates
 from arca.tuning.config import TuneTranslatorConfig
-from arca.tuning.reward import AnchorReward, anchor_similarity, format_check
+from arca.tuning.reward import AnchorReward, anchor_similarity
+from lira.translation.checks import format_check
 from lira.translation.types import Candidate
 
 from .conftest import EN, SRC
