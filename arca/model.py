@@ -46,7 +46,7 @@ from arca.adaptor import Adaptor
 from arca.config import ArcaConfig
 from arca.g_cache import GEmbeddingCache, cache_path, encoder_id, kind_id, sentence_rows
 from arca.pooling import temporal_pool
-from lira.checkpoint import (
+from lira.checkpoint.folders import (
     CheckpointError,
     checkpoint_problem,
     load_safetensors,

@@ -76,7 +76,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from evaluators.leaderboard import Row, write_leaderboard
-from lira.checkpoint import write_json
+from lira.checkpoint.folders import write_json
 from lira.encoding import Encoder
 from lira.errors import MissingFileError, UserInputError
 from lira.mteb_encoder import (  # noqa: F401

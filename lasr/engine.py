@@ -19,7 +19,7 @@ from lasr.config import LaSRConfig, LaSRRun
 from lasr.model import LiRAModel
 from lasr.model_card import card_languages, run_card
 from lasr.trainer import LASR_UNSHAPING, LaSRTrainer
-from lira.checkpoint import write_json
+from lira.checkpoint.folders import write_json
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
 from lira.training import config_fingerprint

@@ -62,7 +62,7 @@ from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
 from lasr.hub import STORE_NAME, open_folder_store, push_to_hub, resolve_folder, snapshot_store
 from lasr.interop import input_texts, mteb_meta, resolve_kind, write_st_files
 from lasr.model_card import write_card
-from lira.checkpoint import (
+from lira.checkpoint.folders import (
     CheckpointError,
     checkpoint_problem,
     load_safetensors,

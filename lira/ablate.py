@@ -46,7 +46,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from lira.checkpoint import write_json
+from lira.checkpoint.folders import write_json
 from lira.config import apply_overrides, from_dict, to_dict
 from lira.errors import MissingFileError, UserInputError
 from lira.pipeline import load_engine, stage_fingerprint

@@ -31,7 +31,7 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lira.checkpoint import (
+from lira.checkpoint.folders import (
     CheckpointError,
     all_finite,
     atomic_dir,

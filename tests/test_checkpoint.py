@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from lira.checkpoint import (
+from lira.checkpoint.folders import (
     MANIFEST,
     CheckpointError,
     atomic_dir,
@@ -237,7 +237,7 @@ def test_kill_between_the_two_renames_is_recovered(tmp_path):
 SAVER = textwrap.dedent(
     """
     import sys, torch
-    from lira.checkpoint import atomic_dir, prune_checkpoints, save_state, step_dir, write_json
+    from lira.checkpoint.folders import atomic_dir, prune_checkpoints, save_state, step_dir, write_json
     root = sys.argv[1]
     step = 0
     while True:
@@ -368,7 +368,7 @@ def _nan_bytes(d: Path) -> None:  # the issue's probe: tensor bytes overwritten 
 def _inf_in_state_with_a_fresh_manifest(d: Path) -> None:  # checksums match: only isfinite tells
     from safetensors.torch import save_file
 
-    from lira.checkpoint import write_manifest
+    from lira.checkpoint.folders import write_manifest
 
     f = d / "trainer_state.safetensors"
     tensors = _unchecked(f)
@@ -471,7 +471,7 @@ def test_disk_full_during_a_save_is_one_line_naming_the_folder_and_the_space(
 
     from safetensors import SafetensorError
 
-    import lira.checkpoint as ck
+    import lira.checkpoint.folders as ck
 
     _save(tmp_path, 1)
     need = sum(p.stat().st_size for p in step_dir(tmp_path, 1).iterdir())

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from torch import nn
 
-from lira.checkpoint import CheckpointError, checkpoint_problem, read_json
+from lira.checkpoint.folders import CheckpointError, checkpoint_problem, read_json
 from lira.config import ModelsConfig
 from lira.models import load_backbone
 from lira.training import atomic_dir, write_fingerprint

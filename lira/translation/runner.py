@@ -53,7 +53,7 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from lira.checkpoint import write_json
+from lira.checkpoint.folders import write_json
 from lira.config import ModelsConfig
 from lira.data.splits import Splits, load_splits
 from lira.data.types import Record

@@ -11,7 +11,7 @@ import torch
 
 from arca.config import ArcaConfig
 from arca.trainer import ArcaTrainer
-from lira.checkpoint import (
+from lira.checkpoint.folders import (
     FINGERPRINT_FILE,
     CheckpointError,
     latest_checkpoint,

@@ -1,0 +1,1 @@
+"""Atomic, self-describing checkpoint folders and exact-resume training state, safe to load."""
