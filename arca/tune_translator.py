@@ -70,9 +70,10 @@ from transformers import PreTrainedTokenizerBase
 from arca.config import TuneTranslatorConfig, TuneTranslatorRun
 from arca.losses import composite_reward
 from arca.model import ArcaModel, load_arca
-from lira.checkpoint.folders import atomic_dir, write_json
+from lira.checkpoint.folders import atomic_dir
 from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
+from lira.jsonio import write_json
 from lira.models.generators import load_causal_lm
 from lira.prompts import translation_prompt
 from lira.translation.cleanup import clean_translation

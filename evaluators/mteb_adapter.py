@@ -76,9 +76,9 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 import numpy as np
 
 from evaluators.leaderboard import Row, write_leaderboard
-from lira.checkpoint.folders import write_json
 from lira.encoding import Encoder
 from lira.errors import MissingFileError, UserInputError
+from lira.jsonio import write_json
 from lira.mteb_encoder import (  # noqa: F401
     DOCUMENT_FIRST,
     MACRO_LANGUAGES,

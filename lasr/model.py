@@ -62,17 +62,11 @@ from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features
 from lasr.hub import STORE_NAME, open_folder_store, push_to_hub, resolve_folder, snapshot_store
 from lasr.interop import input_texts, mteb_meta, resolve_kind, write_st_files
 from lasr.model_card import write_card
-from lira.checkpoint.folders import (
-    CheckpointError,
-    checkpoint_problem,
-    load_safetensors,
-    read_meta,
-    state_mismatch,
-    write_manifest,
-)
+from lira.checkpoint.manifest import checkpoint_problem, read_meta, write_manifest
+from lira.checkpoint.state import load_safetensors, state_mismatch
 from lira.config import ModelsConfig, from_dict, to_dict
 from lira.encoding import check_texts, length_batches
-from lira.errors import UserInputError
+from lira.errors import CheckpointError, UserInputError
 from lira.models import Backbone, load_backbone
 from lira.models.devices import resolve_device
 from lira.translation.config import Pool, TranslationConfig, TranslatorConfig, path_too_long

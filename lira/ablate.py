@@ -46,9 +46,9 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from lira.checkpoint.folders import write_json
 from lira.config import apply_overrides, from_dict, to_dict
 from lira.errors import MissingFileError, UserInputError
+from lira.jsonio import write_json
 from lira.pipeline import load_engine, stage_fingerprint
 from lira.runconfig import RunConfig
 

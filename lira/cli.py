@@ -41,7 +41,7 @@ from arca.config import TuneTranslatorConfig
 from evaluators.config import EvalConfig
 from lira import __version__
 from lira.ablate import ROWS as ABLATION_ROWS
-from lira.checkpoint.folders import run_lock
+from lira.checkpoint.lock import run_lock
 from lira.config import DataConfig, ModelsConfig, field_docs, open_sections
 from lira.errors import LiRAError, UserInputError
 from lira.pipeline import STAGES, load_engine, refuse_launcher

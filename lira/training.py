@@ -3,7 +3,7 @@
 Every trainer follows one contract: ``XTrainer(cfg, model, ..., output_dir)`` is a
 :class:`Trainer`; ``train(resume=False)`` runs to ``cfg.steps`` (continuing from the latest
 intact checkpoint when ``resume``; a checkpoint written under another config is refused, see
-:func:`lira.checkpoint.check_fingerprint`, and so is one past the configured steps) and returns a
+:func:`lira.checkpoint.fingerprint.check_fingerprint`, and so is one past the configured steps) and returns a
 :class:`TrainResult`; ``finalize()`` writes the final loadable folder and returns its path.
 Gradients are clipped at ``cfg.max_grad_norm``; a step whose loss or gradient norm is not finite
 is skipped and counted. ``cfg.report_to`` sends the logged terms to an accelerate tracker
@@ -31,29 +31,26 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lira.checkpoint.folders import (
-    CheckpointError,
-    all_finite,
-    atomic_dir,
+from lira.checkpoint.fingerprint import (
     check_fingerprint,
     clear_previous_run,
-    dumps_json,
-    latest_checkpoint,
-    load_state,
     models_fields,
-    prune_checkpoints,
-    rng_state,
     run_fingerprint,
-    save_state,
-    set_rng_state,
-    state_mismatch,
-    step_dir,
-    step_of,
     translation_fields,
     write_fingerprint,
-    write_json,
 )
+from lira.checkpoint.folders import (
+    atomic_dir,
+    latest_checkpoint,
+    prune_checkpoints,
+    step_dir,
+    step_of,
+)
+from lira.checkpoint.rng import rng_state, set_rng_state
+from lira.checkpoint.state import all_finite, load_state, save_state, state_mismatch
 from lira.config import ConfigError
+from lira.errors import CheckpointError
+from lira.jsonio import dumps_json, write_json
 
 if TYPE_CHECKING:
     from accelerate import Accelerator, PartialState
@@ -87,7 +84,7 @@ HistoryRow = float | dict[str, object]
 """One logged row of a trainer's history (the baselines keep the loss alone)."""
 TrainerState = dict[str, Any]
 """A trainer's checkpoint state: nested containers of tensors, numbers and strings, as
-:func:`lira.checkpoint.save_state` writes and :func:`~lira.checkpoint.load_state` reads them."""
+:func:`lira.checkpoint.state.save_state` writes and :func:`~lira.checkpoint.state.load_state` reads them."""
 
 
 def distributed_cpu() -> bool:
@@ -197,7 +194,7 @@ def config_fingerprint(
     skip: Iterable[str] = (),
     **extra: object,
 ) -> dict[str, object]:
-    """The run fingerprint (:func:`lira.checkpoint.run_fingerprint`) of ``stage`` over the
+    """The run fingerprint (:func:`lira.checkpoint.fingerprint.run_fingerprint`) of ``stage`` over the
     named ``sections`` of ``cfg`` (``models`` less its cache settings, ``translation`` less its
     runtime fields, any other by name) and the ``extra`` sections given as values."""
     parts: dict[str, object] = {}

@@ -21,8 +21,9 @@ from lira.baselines.trainer import (
     build_examples,
     run_baselines,
 )
-from lira.checkpoint.folders import FINGERPRINT_FILE, CheckpointError
+from lira.checkpoint.fingerprint import FINGERPRINT_FILE
 from lira.config import DataConfig
+from lira.errors import CheckpointError
 from lira.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
