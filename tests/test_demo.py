@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from lira import demo
+from lira.demo import builders as demo
 
 EN = "How many points did the Panthers defense surrender?"
 DE = "Wie viele Punkte gab die Verteidigung der Panthers ab?"

@@ -1,0 +1,1 @@
+"""Demo models: tiny real-architecture models built locally and cached, never downloaded."""
