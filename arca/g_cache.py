@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from lira.config import ModelsConfig
-from lira.demo.builders import resolve_model
+from lira.demo.references import resolve_model
 from lira.errors import LiRAError
 from lira.models import load_encoder
 from lira.models.loading import CHARS_PER_TOKEN, folder_fingerprint

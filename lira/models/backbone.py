@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModel, PreTrainedTokenizerBase
 
 from lira.config import ModelsConfig
-from lira.demo.builders import resolve_model
+from lira.demo.references import resolve_model
 from lira.encoding import check_texts, length_batches
 from lira.errors import MissingFileError
 from lira.logs import warn_once

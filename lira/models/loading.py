@@ -23,8 +23,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from lira.demo.builders import NAMES as DEMO_NAMES
-from lira.demo.builders import resolve_model
+from lira.demo.references import NAMES as DEMO_NAMES
+from lira.demo.references import resolve_model
 from lira.errors import MissingFileError, UserInputError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}

@@ -30,7 +30,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from lira.demo.builders import minilm_folder
+from lira.demo.packages import minilm_folder
 from lira.models.devices import resolve_device
 
 log = logging.getLogger(__name__)

@@ -151,7 +151,7 @@ def test_penalty_zeroes_copies_and_empty_outputs(arca):
 @pytest.fixture(scope="module")
 def tuned_run(arca_dir, models_config, demo_cache, tmp_path_factory):
     """One GRPO step of the demo causal LM on two German training questions."""
-    from lira.demo.builders import resolve_model
+    from lira.demo.references import resolve_model
 
     out = tmp_path_factory.mktemp("tune")
     lm = resolve_model("demo:qwen3-lm", str(demo_cache))
