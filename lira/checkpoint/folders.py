@@ -19,6 +19,7 @@ import re
 import shutil
 import socket
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from lira.checkpoint.manifest import checkpoint_problem, write_manifest
@@ -33,6 +34,7 @@ _ACTIVE: set[Path] = set()
 _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)(?:@(?P<host>.+))?$")
 
 
+@contextmanager
 def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
     """Yield a temporary folder that replaces ``final`` only once the block succeeds.
 
