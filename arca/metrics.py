@@ -21,9 +21,9 @@ from torch import Tensor, nn
 from arca.data import ArcaItem, CandidateFn, clean_items, fetch_candidates
 from arca.losses import anchor_loss, epsilon1, epsilon2, masked_mean
 from arca.model import ArcaModel, pad_candidates
+from lira.accelerator import live_world
 from lira.encoding import length_batches
 from lira.jsonio import dumps_json
-from lira.training import live_world
 
 log = logging.getLogger(__name__)
 

@@ -61,15 +61,13 @@ from lasr.losses import corr_loss, ranking_loss
 from lasr.model import LiRAModel
 from lasr.queues import CorrQueue, DocQueue
 from lasr.trainable import fit_validation_fusion, param_groups
+from lira.accelerator import finish_trackers, log_metrics, make_accelerator
 from lira.data.types import PairData, RetrievalData
 from lira.training import (
     Trainer,
     TrainerState,
     all_finite,
     atomic_dir,
-    finish_trackers,
-    log_metrics,
-    make_accelerator,
     rng_state,
     set_rng_state,
     write_json,

@@ -343,6 +343,6 @@ def _dispatch(args: argparse.Namespace) -> None:
                 engine(cfg, args)
     finally:
         if "torch.distributed" in sys.modules:  # a launcher's process group: ended once, here
-            from lira.training import end_process_group
+            from lira.accelerator import end_process_group
 
             end_process_group()
