@@ -116,8 +116,8 @@ class TrainResult:
     """What a ``train()`` call ended with: the step reached, the trainer's logged rows, the
     steps skipped as non-finite and the trainer's own ``summary`` (Arca: its run summary).
 
-    Also readable as a mapping (``result["step"]``: the summary's keys, then the fields) and
-    sized and iterated by its history, as the trainers' earlier return values were."""
+    Also readable as a mapping (``result["step"]``: the summary's keys, then the fields), and
+    sized and iterated by its history."""
 
     step: int
     history: list[HistoryRow]
@@ -261,8 +261,13 @@ class Trainer:
         if self.step == 0 and not self.evals:  # the starting point
             self.evaluate_held_out()
         self.before_loop(total)
-        bar = tqdm(total=total, initial=self.step, desc=self.what, unit="step",
-                   disable=not self.accelerator.is_main_process)  # progress and ETA  # fmt: skip
+        bar = tqdm(
+            total=total,
+            initial=self.step,
+            desc=self.what,
+            unit="step",
+            disable=not self.accelerator.is_main_process,
+        )  # progress and ETA
         try:
             while self.step < total:
                 row = self.train_step()
@@ -275,8 +280,12 @@ class Trainer:
         finally:
             bar.close()
         if self.nonfinite_steps:
-            log.warning("%s: %d of %d steps skipped so far (non-finite loss or gradient)",
-                        self.what, self.nonfinite_steps, self.step)  # fmt: skip
+            log.warning(
+                "%s: %d of %d steps skipped so far (non-finite loss or gradient)",
+                self.what,
+                self.nonfinite_steps,
+                self.step,
+            )
         self.after_loop(total)
         return TrainResult(self.step, self.history, self.nonfinite_steps, self.summary())
 
@@ -292,9 +301,11 @@ class Trainer:
         return result
 
     def clip_and_step(
-        self, params: Iterable[Tensor], optimizers: Sequence[torch.optim.Optimizer],
+        self,
+        params: Iterable[Tensor],
+        optimizers: Sequence[torch.optim.Optimizer],
         *values: Tensor | None,
-    ) -> Tensor | None:  # fmt: skip
+    ) -> Tensor | None:
         """Clip the gradients at ``cfg.max_grad_norm`` and step the ``optimizers``, unless the
         gradient norm or one of ``values`` (the loss) is not finite on some process: then the
         update is skipped and counted. Returns the gradient norm, None when skipped."""
@@ -304,8 +315,9 @@ class Trainer:
                 opt.step()
             return norm
         self.nonfinite_steps += 1
-        log.warning("%s step %d: non-finite loss or gradient norm, update skipped", self.what,
-                    self.step + 1)  # fmt: skip
+        log.warning(
+            "%s step %d: non-finite loss or gradient norm, update skipped", self.what, self.step + 1
+        )
         return None
 
     def finite_everywhere(self, *values: Tensor | float | None) -> bool:
@@ -342,9 +354,13 @@ class Trainer:
         """This process's entry of :meth:`rank_states`' list (a checkpoint written by another
         number of processes gives process i entry i modulo their number, with a warning)."""
         if len(states) != self.world:
-            log.warning("%s: the checkpoint holds the state of %d processes, this run has %d; "
-                        "the resumed run will not repeat the uninterrupted one exactly",
-                        self.what, len(states), self.world)  # fmt: skip
+            log.warning(
+                "%s: the checkpoint holds the state of %d processes, this run has %d; "
+                "the resumed run will not repeat the uninterrupted one exactly",
+                self.what,
+                len(states),
+                self.world,
+            )
         return states[self.accelerator.process_index % len(states)]
 
     # ------------------------------------------------------------------ checkpoints
@@ -377,16 +393,21 @@ class Trainer:
         last = latest_checkpoint(self.checkpoint_root)
         what = self.what
         if last is None:
-            log.info("%s: --resume given but no checkpoint in %s; starting fresh", what,
-                     self.checkpoint_root)  # fmt: skip
+            log.info(
+                "%s: --resume given but no checkpoint in %s; starting fresh",
+                what,
+                self.checkpoint_root,
+            )
             return False
         check_fingerprint(last, self.fingerprint, what)
         done, limit = step_of(last) or 0, self.total_steps
         if done > limit:
             budget = f"{self.steps_key}={limit}" if self.steps_key else f"its {limit} steps"
             fix = f"set {self.steps_key} >= {done}, or " if self.steps_key else ""
-            raise CheckpointError(f"cannot resume {what} from {last}: it is past {budget}; "
-                                  f"{fix}run without --resume to start over")  # fmt: skip
+            raise CheckpointError(
+                f"cannot resume {what} from {last}: it is past {budget}; "
+                f"{fix}run without --resume to start over"
+            )
         state = load_state(last)
         try:
             self.load_checkpoint_state(last, state)

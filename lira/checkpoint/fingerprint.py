@@ -30,8 +30,17 @@ log = logging.getLogger(__name__)
 FINGERPRINT_FILE = "run_fingerprint.json"
 """Written into every checkpoint: the config values that shaped the training it holds."""
 FINGERPRINT_FORMAT = "lira-fingerprint/1"
-_RUNTIME_KEYS = frozenset({"base_url", "api_key_env", "batch_size", "max_concurrency",
-                           "timeout_s", "max_retries", "tensor_parallel_size"})  # fmt: skip
+_RUNTIME_KEYS = frozenset(
+    {
+        "base_url",
+        "api_key_env",
+        "batch_size",
+        "max_concurrency",
+        "timeout_s",
+        "max_retries",
+        "tensor_parallel_size",
+    }
+)
 """Translator / critic fields that change how fast candidates come, not which ones."""
 
 
@@ -93,8 +102,9 @@ def translation_fields(cfg: PoolRun) -> dict[str, object]:
 
 def write_fingerprint(folder: str | Path, fingerprint: Mapping[str, object]) -> None:
     """Store ``fingerprint`` in a checkpoint folder being written (inside ``atomic_dir``)."""
-    (Path(folder) / FINGERPRINT_FILE).write_text(json.dumps(fingerprint, indent=1),
-                                                 encoding="utf-8")  # fmt: skip
+    (Path(folder) / FINGERPRINT_FILE).write_text(
+        json.dumps(fingerprint, indent=1), encoding="utf-8"
+    )
 
 
 def read_fingerprint(folder: str | Path) -> dict[str, object] | None:
@@ -162,6 +172,10 @@ def clear_previous_run(
     log.warning(
         "%s: fresh run (no --resume): removed %d checkpoint(s) of a previous run from %s "
         "(%d with this config, %d with another or none); pass --resume to continue a run",
-        what, len(old), root, same, len(old) - same,
-    )  # fmt: skip
+        what,
+        len(old),
+        root,
+        same,
+        len(old) - same,
+    )
     return old

@@ -62,8 +62,11 @@ def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
             write_manifest(tmp)
         old = final.parent / f".{final.name}.old-{writer_tag()}"
         if final.is_symlink():  # replaced by the real folder; what it points to stays untouched
-            log.warning("%s was a symbolic link (to %s); it is replaced by the saved folder",
-                        final, os.readlink(final))  # fmt: skip
+            log.warning(
+                "%s was a symbolic link (to %s); it is replaced by the saved folder",
+                final,
+                os.readlink(final),
+            )
         if final.exists() or final.is_symlink():
             final.rename(old)
         tmp.rename(final)

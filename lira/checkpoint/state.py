@@ -40,8 +40,15 @@ def state_mismatch(path: str | Path, what: str, error: Exception) -> CheckpointE
     )
 
 
-_RESERVED = ("__tensor__", "__ndarray__", "__np__", "__float__", "__tuple__", "__dict__",
-             "__bytes__")  # fmt: skip
+_RESERVED = (
+    "__tensor__",
+    "__ndarray__",
+    "__np__",
+    "__float__",
+    "__tuple__",
+    "__dict__",
+    "__bytes__",
+)
 
 
 def _b64(data: bytes) -> str:
@@ -78,16 +85,23 @@ def _encode(obj: object, tensors: dict[str, Tensor], where: str, seen: set[int])
     if isinstance(obj, (bytes, bytearray)):
         return {"__bytes__": _b64(bytes(obj))}
     if isinstance(obj, tuple):
-        return {"__tuple__": [_encode(v, tensors, f"{where}[{i}]", seen)
-                              for i, v in enumerate(obj)]}  # fmt: skip
+        return {
+            "__tuple__": [_encode(v, tensors, f"{where}[{i}]", seen) for i, v in enumerate(obj)]
+        }
     if isinstance(obj, list):
         return [_encode(v, tensors, f"{where}[{i}]", seen) for i, v in enumerate(obj)]
     if isinstance(obj, dict):
         if all(isinstance(k, str) and k not in _RESERVED for k in obj):
             return {k: _encode(v, tensors, f"{where}[{k!r}]", seen) for k, v in obj.items()}
-        return {"__dict__": [[_encode(k, tensors, f"{where} key", seen),
-                              _encode(v, tensors, f"{where}[{k!r}]", seen)]
-                             for k, v in obj.items()]}  # fmt: skip
+        return {
+            "__dict__": [
+                [
+                    _encode(k, tensors, f"{where} key", seen),
+                    _encode(v, tensors, f"{where}[{k!r}]", seen),
+                ]
+                for k, v in obj.items()
+            ]
+        }
     raise TypeError(
         f"{where}: cannot store a {type(obj).__name__} safely; use tensors, NumPy arrays, "
         "numbers, strings, bytes, lists, tuples and dicts"
@@ -116,8 +130,10 @@ def _decode(obj: object, tensors: dict[str, Tensor], where: str) -> object:
     if "__tuple__" in obj:
         return tuple(_decode(v, tensors, where) for v in obj["__tuple__"])
     if "__dict__" in obj:
-        return {_as_key(_decode(k, tensors, where)): _decode(v, tensors, where)
-                for k, v in obj["__dict__"]}  # fmt: skip
+        return {
+            _as_key(_decode(k, tensors, where)): _decode(v, tensors, where)
+            for k, v in obj["__dict__"]
+        }
     return {k: _decode(v, tensors, where) for k, v in obj.items()}
 
 
