@@ -1,4 +1,4 @@
-"""Strict JSON files written atomically and read with one clear error: one module every layer may use.
+"""Strict JSON files, written atomically and read with one clear error; every layer may use it.
 
 :func:`write_json` writes into a temporary sibling (``.<name>.tmp-<pid>@<host>``) and renames it
 into place, so a killed write leaves the previous file or the new one; NaN and ±inf become

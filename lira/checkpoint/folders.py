@@ -38,9 +38,10 @@ _LEFTOVER = re.compile(r"^\.(?P<name>.+)\.(?P<kind>tmp|old)-(?P<pid>\d+)(?:@(?P<
 def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
     """Yield a temporary folder that replaces ``final`` only once the block succeeds.
 
-    With ``manifest`` the folder gets :data:`MANIFEST` (file sizes) before it is renamed. What
-    killed saves left beside ``final`` is handled first (:func:`clean_stale`), so a final folder
-    outside a checkpoint root (``<output_dir>/lira-model``) leaves no ``.tmp-`` folder either.
+    With ``manifest`` the folder gets :data:`~lira.checkpoint.manifest.MANIFEST` (file sizes)
+    before it is renamed. What killed saves left beside ``final`` is handled first
+    (:func:`clean_stale`), so a final folder outside a checkpoint root
+    (``<output_dir>/lira-model``) leaves no ``.tmp-`` folder either.
     """
     final = Path(final)
     for p in (*reversed(final.parents), final):
@@ -225,10 +226,11 @@ def clean_stale(root: str | Path) -> list[str]:
 def latest_checkpoint(root: str | Path, clean: bool = True) -> Path | None:
     """The most recent intact ``step-*`` folder under ``root`` (None if there is none).
 
-    Each is verified (sizes, sha256, parsing, finite tensors: :func:`checkpoint_problem`); a
-    damaged or incomplete one is skipped with a warning naming the reason, and the previous one
-    tried. When there are ``step-*`` folders but none is intact, CheckpointError. With
-    ``clean`` the leftovers of killed saves are removed first.
+    Each is verified (sizes, sha256, parsing, finite tensors:
+    :func:`~lira.checkpoint.manifest.checkpoint_problem`); a damaged or incomplete one is skipped
+    with a warning naming the reason, and the previous one tried. When there are ``step-*``
+    folders but none is intact, CheckpointError. With ``clean`` the leftovers of killed saves
+    are removed first.
     """
     root = Path(root)
     if not root.is_dir():

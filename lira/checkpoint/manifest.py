@@ -21,8 +21,9 @@ from lira.errors import CheckpointError, MissingFileError
 from lira.jsonio import read_json
 
 MANIFEST = "lira_manifest.json"
-"""Written by :func:`atomic_dir`: {"format", "files": {relative path: size in bytes},
-"sha256": {relative path: hex digest}} (manifests of format 1 have no "sha256")."""
+"""Written by :func:`~lira.checkpoint.folders.atomic_dir`: {"format", "files": {relative path:
+size in bytes}, "sha256": {relative path: hex digest}} (manifests of format 1 have no
+"sha256")."""
 MANIFEST_FORMAT = "lira-manifest/2"
 
 

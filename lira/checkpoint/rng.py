@@ -1,4 +1,4 @@
-"""The Python, NumPy and torch random states of a process, saved with a checkpoint for exact resume."""
+"""The Python, NumPy and torch random states of a process, saved with a checkpoint to resume."""
 
 from __future__ import annotations
 

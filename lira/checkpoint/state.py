@@ -146,7 +146,8 @@ def save_state(folder: str | Path, state: object, name: str = STATE_NAME) -> Non
 
     ``state`` may nest dicts (any hashable keys, e.g. optimizer ``state_dict()``), lists,
     tuples, numbers (NaN/inf kept), strings, bytes, torch tensors (any device; loaded on CPU)
-    and NumPy arrays/scalars (e.g. :func:`rng_state`). Nothing in it can run code on load.
+    and NumPy arrays/scalars (e.g. :func:`~lira.checkpoint.rng.rng_state`). Nothing in it can
+    run code on load.
     """
     from safetensors.torch import save_file
 

@@ -1,4 +1,4 @@
-"""The demo text: the shipped XQuAD-R subset the demo models' tokenizers and translator learn from."""
+"""The demo text: the shipped XQuAD-R subset that the demo tokenizers and translator learn."""
 
 from __future__ import annotations
 
