@@ -29,8 +29,8 @@ from arca.metrics import evaluate_actor
 from arca.model import ArcaModel
 from arca.trainable import check_encoder_training
 from arca.trainer import ARCA_UNSHAPING, ArcaTrainer
-from lira.checkpoint import write_json
 from lira.data.splits import Splits, load_splits
+from lira.jsonio import write_json
 from lira.models import load_backbone, load_encoder
 from lira.training import config_fingerprint
 from lira.translation.config import TranslationRun

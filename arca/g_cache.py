@@ -25,12 +25,12 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from lira.accelerator import live_world
 from lira.config import ModelsConfig
-from lira.demo import resolve_model
+from lira.demo.references import resolve_model
 from lira.errors import LiRAError
 from lira.models import load_encoder
 from lira.models.loading import CHARS_PER_TOKEN, folder_fingerprint
-from lira.training import live_world
 from lira.translation.critic import Encode
 from lira.translation.runner import g_encode
 

@@ -22,9 +22,9 @@ from arca.candidates import pad_candidates
 from arca.data import ArcaItem, CandidateFn, clean_items, fetch_candidates
 from arca.losses import anchor_loss, epsilon1, epsilon2, masked_mean
 from arca.model import ArcaModel
-from lira.checkpoint import dumps_json
+from lira.accelerator import live_world
 from lira.encoding import length_batches
-from lira.training import live_world
+from lira.jsonio import dumps_json
 
 log = logging.getLogger(__name__)
 

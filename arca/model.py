@@ -45,14 +45,10 @@ from arca.candidates import pad_candidates
 from arca.config import ArcaConfig
 from arca.g_cache import GEmbeddingCache, cache_path, encoder_id, kind_id, sentence_rows
 from arca.pooling import temporal_pool
-from lira.checkpoint import (
-    CheckpointError,
-    checkpoint_problem,
-    load_safetensors,
-    read_meta,
-    write_manifest,
-)
+from lira.checkpoint.manifest import checkpoint_problem, read_meta, write_manifest
+from lira.checkpoint.state import load_safetensors
 from lira.config import ModelsConfig, from_dict, to_dict
+from lira.errors import CheckpointError
 from lira.models import Backbone, load_backbone, load_encoder, saved_encoder_config
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 

@@ -84,15 +84,13 @@ from arca.losses import (
 from arca.metrics import append_log, backbone_epsilon2, evaluate_items, trim_log
 from arca.model import ArcaModel
 from arca.trainable import check_encoder_training, trainable_groups
+from lira.accelerator import finish_trackers, log_metrics, make_accelerator
 from lira.training import (
     CheckpointError,
     Trainer,
     TrainerState,
     atomic_dir,
     dumps_json,
-    finish_trackers,
-    log_metrics,
-    make_accelerator,
     rng_state,
     set_rng_state,
 )

@@ -46,7 +46,7 @@ from lira.baselines.data import TrainExample, build_examples, recipe
 from lira.baselines.trainer import ContrastiveTrainer
 from lira.config import DataConfig, ModelsConfig
 from lira.data.types import Record
-from lira.demo import minilm_folder
+from lira.demo.packages import minilm_folder
 from lira.models import load_backbone
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -41,7 +41,7 @@ def model_ref(env: str, demo: str) -> str:
     """A model folder from ``env`` or the demo alias."""
     if os.environ.get(env):
         return os.environ[env]
-    from lira.demo import resolve_model
+    from lira.demo.references import resolve_model
 
     return resolve_model(demo, os.environ.get("LIRA_CACHE", ""))
 

@@ -41,12 +41,12 @@ from evaluators.mteb_tasks import load_tasks
 from evaluators.retrieval import ranks_of, run_from_search, search
 from evaluators.scenarios import Scenario, build_scenarios
 from lasr.eval_models import encoder_for_eval
-from lira.checkpoint import dumps_json
 from lira.config import ConfigError
 from lira.data.splits import load_splits
 from lira.data.types import Record, RetrievalData
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
+from lira.jsonio import dumps_json
 from lira.logs import Expected, warn_once
 from lira.metrics import ir_metrics
 

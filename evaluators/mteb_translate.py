@@ -19,7 +19,7 @@ import numpy as np
 
 from evaluators.mteb_eval import run_mteb
 from evaluators.mteb_tasks import load_tasks
-from lira.checkpoint import write_json
+from lira.jsonio import write_json
 from lira.translation.config import PoolRun
 from lira.translation.runner import check_translated, fill_store
 

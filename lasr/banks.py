@@ -23,10 +23,10 @@ from lasr.fusion import LaSRNet
 from lasr.losses import soft_ndcg_loss
 from lasr.model import LiRAModel
 from lasr.streams import Streams
+from lira.accelerator import live_world, process_state
 from lira.data.types import PairData, Record, RetrievalData
 from lira.encoding import length_batches
 from lira.metrics import ndcg_dense, sts_correlations
-from lira.training import live_world, process_state
 
 
 @dataclass

@@ -19,9 +19,9 @@ from lasr.config import LaSRConfig, LaSRRun
 from lasr.model import LiRAModel
 from lasr.model_card import card_languages, run_card
 from lasr.trainer import LASR_UNSHAPING, LaSRTrainer
-from lira.checkpoint import write_json
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
+from lira.jsonio import write_json
 from lira.training import config_fingerprint
 from lira.translation.runner import store_path
 from lira.translation.store import TranslationStore

@@ -22,8 +22,8 @@ import torch
 from torch import Tensor
 
 from lasr.fusion import BLOCKS, LaSRNet, paper_weights
+from lira.accelerator import live_world
 from lira.metrics import ndcg_dense
-from lira.training import live_world
 
 
 @dataclass

@@ -51,10 +51,10 @@ from arca.model import CONFIG_NAME as ARCA_CONFIG
 from arca.model import ArcaModel, load_arca
 from lasr.config import ARCHITECTURE_KEYS, LaSRArchitecture, LaSRConfig, LaSRRun
 from lasr.hub import STORE_NAME, open_folder_store
-from lira.checkpoint import CheckpointError, checkpoint_problem, read_meta
+from lira.checkpoint.manifest import checkpoint_problem, read_meta
 from lira.compat import RETIRED_FORMATS, current_folder_meta
 from lira.config import ModelsConfig, from_dict, to_dict
-from lira.errors import UserInputError
+from lira.errors import CheckpointError, UserInputError
 from lira.models import Backbone
 from lira.translation.config import TranslationConfig, TranslatorConfig, path_too_long
 from lira.translation.store import TranslationStore

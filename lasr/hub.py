@@ -21,7 +21,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
-from lira.checkpoint import sha256_file
+from lira.checkpoint.manifest import sha256_file
 from lira.errors import MissingFileError
 from lira.translation.store import TranslationStore
 

@@ -63,7 +63,8 @@ from lasr.streams import (
     texts_and_langs,
     untranslated_note,
 )
-from lira.checkpoint import load_safetensors, state_mismatch, write_manifest
+from lira.checkpoint.manifest import write_manifest
+from lira.checkpoint.state import load_safetensors, state_mismatch
 from lira.config import ModelsConfig
 from lira.encoding import length_batches
 from lira.models import Backbone, load_backbone

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lasr.fusion import BLOCKS, TEXT_TYPES, FusionHead
-from lira.checkpoint import json_safe
+from lira.jsonio import json_safe
 
 
 class LiRAModel(Protocol):

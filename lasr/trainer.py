@@ -60,15 +60,13 @@ from lasr.losses import corr_loss, ranking_loss
 from lasr.model import LiRAModel
 from lasr.queues import CorrQueue, DocQueue
 from lasr.trainable import TrainedModules, fit_validation_fusion, param_groups, training_task
+from lira.accelerator import finish_trackers, log_metrics, make_accelerator
 from lira.data.types import PairData, RetrievalData
 from lira.training import (
     Trainer,
     TrainerState,
     all_finite,
     atomic_dir,
-    finish_trackers,
-    log_metrics,
-    make_accelerator,
     rng_state,
     set_rng_state,
     write_json,

@@ -46,10 +46,10 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from lira.checkpoint import write_json
 from lira.config import from_dict, to_dict
 from lira.config_yaml import apply_overrides
 from lira.errors import MissingFileError, UserInputError
+from lira.jsonio import write_json
 from lira.pipeline import load_engine, stage_fingerprint
 from lira.runconfig import RunConfig
 

@@ -41,7 +41,7 @@ from arca.tuning.config import TuneTranslatorConfig
 from evaluators.config import EvalConfig
 from lira import __version__
 from lira.ablate import ROWS as ABLATION_ROWS
-from lira.checkpoint import run_lock
+from lira.checkpoint.lock import run_lock
 from lira.config import DataConfig, ModelsConfig, field_docs, open_sections
 from lira.errors import LiRAError, UserInputError
 from lira.pipeline import STAGES, load_engine, refuse_launcher
@@ -343,6 +343,6 @@ def _dispatch(args: argparse.Namespace) -> None:
                 engine(cfg, args)
     finally:
         if "torch.distributed" in sys.modules:  # a launcher's process group: ended once, here
-            from lira.training import end_process_group
+            from lira.accelerator import end_process_group
 
             end_process_group()

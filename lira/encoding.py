@@ -13,12 +13,12 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from lira.errors import UserInputError
+
 
 def check_texts(texts: Sequence[object], what: str = "encode") -> None:
     """UserInputError naming the first text that is not a string or not valid Unicode text
     (a lone surrogate such as ``\\ud800`` that no tokenizer, store key or file can hold)."""
-    from lira.errors import UserInputError
-
     for i, t in enumerate(texts):
         if not isinstance(t, str):
             raise UserInputError(

@@ -21,3 +21,7 @@ class UserInputError(LiRAError, ValueError):
 
 class MissingFileError(LiRAError, FileNotFoundError):
     """A file or folder named by the user (config, data, model, checkpoint) does not exist."""
+
+
+class CheckpointError(LiRAError, ValueError):
+    """A checkpoint or metadata file is damaged, incomplete, unsafe or of another format."""

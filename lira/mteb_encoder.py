@@ -15,7 +15,7 @@ import logging
 import re
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 import numpy as np
 
@@ -34,11 +34,34 @@ DOCUMENT_FIRST = frozenset({"BelebeleRetrieval", "MLQARetrieval"})
 """Retrieval tasks whose two-language subsets list [document language, query language]."""
 
 MACRO_LANGUAGES = {
-    "cmn": "zh", "yue": "zh", "arb": "ar", "ary": "ar", "arz": "ar", "acm": "ar", "apc": "ar",
-    "ars": "ar", "zsm": "ms", "pes": "fa", "prs": "fa", "npi": "ne", "khk": "mn", "lvs": "lv",
-    "ekk": "et", "fil": "tl", "tgl": "tl", "swh": "sw", "uzn": "uz", "azj": "az", "plt": "mg",
-    "gaz": "om", "als": "sq", "ydd": "yi", "ory": "or", "nob": "no", "nno": "no",
-}  # fmt: skip
+    "cmn": "zh",
+    "yue": "zh",
+    "arb": "ar",
+    "ary": "ar",
+    "arz": "ar",
+    "acm": "ar",
+    "apc": "ar",
+    "ars": "ar",
+    "zsm": "ms",
+    "pes": "fa",
+    "prs": "fa",
+    "npi": "ne",
+    "khk": "mn",
+    "lvs": "lv",
+    "ekk": "et",
+    "fil": "tl",
+    "tgl": "tl",
+    "swh": "sw",
+    "uzn": "uz",
+    "azj": "az",
+    "plt": "mg",
+    "gaz": "om",
+    "als": "sq",
+    "ydd": "yi",
+    "ory": "or",
+    "nob": "no",
+    "nno": "no",
+}
 """ISO 639-3 individual languages -> ISO 639-1 of their macrolanguage."""
 
 
@@ -84,15 +107,19 @@ class MTEBEncoder:
         name: str,
         batch_size: int = 32,
         revision: str = "local",
-        meta: dict[str, Any] | None = None,
+        meta: dict[str, object] | None = None,
     ) -> None:
         from mteb.models.model_meta import ModelMeta, ScoringFunction
 
         self.encoder, self.name, self.batch_size = encoder, name, batch_size
         self.meta = ModelMeta.create_empty(
-            {"name": f"lira/{_slug(name)}", "revision": revision,
-             "similarity_fn_name": ScoringFunction.COSINE, **(meta or {})}
-        )  # fmt: skip
+            {
+                "name": f"lira/{_slug(name)}",
+                "revision": revision,
+                "similarity_fn_name": ScoringFunction.COSINE,
+                **(meta or {}),
+            }
+        )
         self._pair_calls: dict[tuple[str, str, str], int] = defaultdict(int)
         self._warned: set[tuple[str, str]] = set()
 
@@ -127,8 +154,11 @@ class MTEBEncoder:
             self._warned.add((task_metadata.name, hf_subset))
             log.warning(
                 "%s subset %s lists languages %s: texts are passed without a language "
-                "(LiRA embeds them untranslated)", task_metadata.name, hf_subset, langs or "none",
-            )  # fmt: skip
+                "(LiRA embeds them untranslated)",
+                task_metadata.name,
+                hf_subset,
+                langs or "none",
+            )
         return None
 
     def encode(

@@ -32,9 +32,9 @@ from arca.config import ArcaConfig
 from evaluators.config import EvalConfig
 from lasr.config import LaSRConfig
 from lira.baselines.config import BaselinesConfig, flat_baselines
-from lira.checkpoint import CheckpointError, write_json
 from lira.config import save_config, to_dict
-from lira.errors import LiRAError
+from lira.errors import CheckpointError, LiRAError
+from lira.jsonio import write_json
 from lira.reasoning.config import ReasonConfig
 from lira.runconfig import RunConfig
 from lira.translation.config import TranslationConfig

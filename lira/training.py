@@ -1,13 +1,14 @@
-"""What the Arca, LaSR and baseline trainers share: the :class:`Trainer` base and its accelerate setup.
+"""What the Arca, LaSR and baseline trainers share: the :class:`Trainer` base.
 
 Every trainer follows one contract: ``XTrainer(cfg, model, ..., output_dir)`` is a
 :class:`Trainer`; ``train(resume=False)`` runs to ``cfg.steps`` (continuing from the latest
 intact checkpoint when ``resume``; a checkpoint written under another config is refused, see
-:func:`lira.checkpoint.check_fingerprint`, and so is one past the configured steps) and returns a
-:class:`TrainResult`; ``finalize()`` writes the final loadable folder and returns its path.
-Gradients are clipped at ``cfg.max_grad_norm``; a step whose loss or gradient norm is not finite
-is skipped and counted. ``cfg.report_to`` sends the logged terms to an accelerate tracker
-(tensorboard or wandb) as well as to the log.
+:func:`lira.checkpoint.fingerprint.check_fingerprint`, and so is one past the configured steps)
+and returns a :class:`TrainResult`; ``finalize()`` writes the final loadable folder and returns
+its path. Gradients are clipped at ``cfg.max_grad_norm``; a step whose loss or gradient norm is
+not finite is skipped and counted. ``cfg.report_to`` sends the logged terms to an accelerate
+tracker (tensorboard or wandb) as well as to the log; the Accelerator, its tracker and the
+process group are set up by :mod:`lira.accelerator`.
 
 The base owns the loop and the checkpoint template (atomic ``step-XXXXXXXX`` folders holding
 ``trainer_state.{safetensors,json}`` and the run fingerprint, pruned to ``keep_checkpoints``);
@@ -19,10 +20,8 @@ it re-exports below are what the trainers' engines need of it.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
-import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -31,33 +30,28 @@ import torch
 from torch import Tensor
 from tqdm.auto import tqdm
 
-from lira.checkpoint import (
-    CheckpointError,
-    all_finite,
-    atomic_dir,
+from lira.checkpoint.fingerprint import (
     check_fingerprint,
     clear_previous_run,
-    dumps_json,
-    latest_checkpoint,
-    load_state,
     models_fields,
-    prune_checkpoints,
-    rng_state,
     run_fingerprint,
-    save_state,
-    set_rng_state,
-    state_mismatch,
-    step_dir,
-    step_of,
     translation_fields,
     write_fingerprint,
-    write_json,
 )
-from lira.config import ConfigError
+from lira.checkpoint.folders import (
+    atomic_dir,
+    latest_checkpoint,
+    prune_checkpoints,
+    step_dir,
+    step_of,
+)
+from lira.checkpoint.rng import rng_state, set_rng_state
+from lira.checkpoint.state import all_finite, load_state, save_state, state_mismatch
+from lira.errors import CheckpointError
+from lira.jsonio import dumps_json, write_json
 
 if TYPE_CHECKING:
-    from accelerate import Accelerator, PartialState
-    from accelerate.utils import KwargsHandler
+    from accelerate import Accelerator
 
     from lira.translation.config import PoolRun
 
@@ -80,114 +74,12 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-TRACKER_PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
-"""The package each ``report_to`` value needs."""
-
 HistoryRow = float | dict[str, object]
 """One logged row of a trainer's history (the baselines keep the loss alone)."""
 TrainerState = dict[str, Any]
 """A trainer's checkpoint state: nested containers of tensors, numbers and strings, as
-:func:`lira.checkpoint.save_state` writes and :func:`~lira.checkpoint.load_state` reads them."""
-
-
-def distributed_cpu() -> bool:
-    """True under a multi-process launch without CUDA: accelerate then needs cpu=True (gloo)."""
-    return int(os.environ.get("WORLD_SIZE", "1")) > 1 and not torch.cuda.is_available()
-
-
-def process_state() -> PartialState:
-    """accelerate's process state (the launch's process group; gloo on CPU), shared with every
-    Accelerator of the process: ``num_processes`` 1 outside a launcher."""
-    from accelerate import PartialState
-
-    return PartialState(cpu=distributed_cpu())
-
-
-def live_world() -> tuple[int, int]:
-    """(processes, this process's rank) of the launch's live process group: work shared across
-    processes is split by it. (1, 0) outside a launcher or once the group is shut down
-    (``Accelerator.end_training``): each process then does all of that work itself."""
-    import torch.distributed as dist
-
-    if not (dist.is_available() and dist.is_initialized()):
-        return 1, 0
-    return dist.get_world_size(), dist.get_rank()
-
-
-def make_accelerator(
-    section: str,
-    report_to: str,
-    output_dir: str | Path,
-    mixed_precision: str = "no",
-    grad_accum: int = 1,
-    kwargs_handlers: list[KwargsHandler] | None = None,
-    run_name: str | None = None,
-) -> Accelerator:
-    """An ``accelerate.Accelerator`` for trainer ``section`` with its tracker started (as run
-    ``run_name``, default ``section``)."""
-    from accelerate import Accelerator
-    from accelerate.state import AcceleratorState
-
-    if report_to != "none":
-        package = TRACKER_PACKAGES[report_to]
-        if importlib.util.find_spec(package) is None:
-            raise ConfigError(
-                f"{section}.report_to",
-                f"{report_to} needs the {package} package: pip install {package}, or set "
-                f"{section}.report_to=none",
-            )
-    state = AcceleratorState._shared_state
-    if state and state.get("_mixed_precision") != mixed_precision:
-        # one process runs several stages (`lira run`, benchmarks): each stage's precision is its
-        # own; the process group (PartialState) is kept
-        AcceleratorState._reset_state()
-    acc = Accelerator(
-        mixed_precision=mixed_precision,
-        gradient_accumulation_steps=grad_accum,
-        cpu=distributed_cpu(),
-        log_with=None if report_to == "none" else report_to,
-        project_dir=str(Path(output_dir) / "runs"),
-        kwargs_handlers=kwargs_handlers or [],
-    )
-    if report_to != "none":
-        acc.init_trackers(run_name or section)
-    return acc
-
-
-def finish_trackers(acc: Accelerator) -> None:
-    """End the accelerator's trackers but keep the process group (for a process that goes on to
-    train again, as ``lira baseline`` does once per method; ``end_training`` destroys it)."""
-    for tracker in getattr(acc, "trackers", None) or []:
-        tracker.finish()
-    acc.trackers = []
-
-
-def adamw_kwargs(device: torch.device | str) -> dict[str, bool]:
-    """``fused=True`` where torch has a fused Adam(W) kernel for the CPU and ``device``, else
-    ``foreach=True``: one kernel over every parameter instead of torch's per-tensor loop (its
-    default off CUDA); the update equals the loop's up to float rounding."""
-    try:
-        from torch.utils._foreach_utils import _get_fused_kernels_supported_devices
-
-        fused = {"cpu", torch.device(device).type} <= set(_get_fused_kernels_supported_devices())
-    except (ImportError, AttributeError):  # a private helper: absent in some torch versions
-        fused = False
-    return {"fused": True} if fused else {"foreach": True}
-
-
-def end_process_group() -> None:
-    """Destroy the launcher's process group, if any: once, when a ``lira`` command is done (the
-    stages of ``lira run`` share it, so no trainer ends it)."""
-    import torch.distributed as dist
-
-    if dist.is_available() and dist.is_initialized():
-        dist.destroy_process_group()
-
-
-def log_metrics(acc: Accelerator, terms: Mapping[str, object], step: int) -> None:
-    """Send the numeric ``terms`` of ``step`` to the accelerator's trackers (if any)."""
-    if getattr(acc, "trackers", None):
-        acc.log({k: float(v) for k, v in terms.items() if isinstance(v, (int, float))}, step=step)
+:func:`lira.checkpoint.state.save_state` writes and :func:`~lira.checkpoint.state.load_state`
+reads them."""
 
 
 def config_fingerprint(
@@ -197,8 +89,8 @@ def config_fingerprint(
     skip: Iterable[str] = (),
     **extra: object,
 ) -> dict[str, object]:
-    """The run fingerprint (:func:`lira.checkpoint.run_fingerprint`) of ``stage`` over the
-    named ``sections`` of ``cfg`` (``models`` less its cache settings, ``translation`` less its
+    """The run fingerprint (:func:`lira.checkpoint.fingerprint.run_fingerprint`) of ``stage`` over
+    the named ``sections`` of ``cfg`` (``models`` less its cache settings, ``translation`` less its
     runtime fields, any other by name) and the ``extra`` sections given as values."""
     parts: dict[str, object] = {}
     for name in sections:
@@ -224,8 +116,8 @@ class TrainResult:
     """What a ``train()`` call ended with: the step reached, the trainer's logged rows, the
     steps skipped as non-finite and the trainer's own ``summary`` (Arca: its run summary).
 
-    Also readable as a mapping (``result["step"]``: the summary's keys, then the fields) and
-    sized and iterated by its history, as the trainers' earlier return values were."""
+    Also readable as a mapping (``result["step"]``: the summary's keys, then the fields), and
+    sized and iterated by its history."""
 
     step: int
     history: list[HistoryRow]
@@ -369,8 +261,13 @@ class Trainer:
         if self.step == 0 and not self.evals:  # the starting point
             self.evaluate_held_out()
         self.before_loop(total)
-        bar = tqdm(total=total, initial=self.step, desc=self.what, unit="step",
-                   disable=not self.accelerator.is_main_process)  # progress and ETA  # fmt: skip
+        bar = tqdm(
+            total=total,
+            initial=self.step,
+            desc=self.what,
+            unit="step",
+            disable=not self.accelerator.is_main_process,
+        )  # progress and ETA
         try:
             while self.step < total:
                 row = self.train_step()
@@ -383,8 +280,12 @@ class Trainer:
         finally:
             bar.close()
         if self.nonfinite_steps:
-            log.warning("%s: %d of %d steps skipped so far (non-finite loss or gradient)",
-                        self.what, self.nonfinite_steps, self.step)  # fmt: skip
+            log.warning(
+                "%s: %d of %d steps skipped so far (non-finite loss or gradient)",
+                self.what,
+                self.nonfinite_steps,
+                self.step,
+            )
         self.after_loop(total)
         return TrainResult(self.step, self.history, self.nonfinite_steps, self.summary())
 
@@ -400,9 +301,11 @@ class Trainer:
         return result
 
     def clip_and_step(
-        self, params: Iterable[Tensor], optimizers: Sequence[torch.optim.Optimizer],
+        self,
+        params: Iterable[Tensor],
+        optimizers: Sequence[torch.optim.Optimizer],
         *values: Tensor | None,
-    ) -> Tensor | None:  # fmt: skip
+    ) -> Tensor | None:
         """Clip the gradients at ``cfg.max_grad_norm`` and step the ``optimizers``, unless the
         gradient norm or one of ``values`` (the loss) is not finite on some process: then the
         update is skipped and counted. Returns the gradient norm, None when skipped."""
@@ -412,8 +315,9 @@ class Trainer:
                 opt.step()
             return norm
         self.nonfinite_steps += 1
-        log.warning("%s step %d: non-finite loss or gradient norm, update skipped", self.what,
-                    self.step + 1)  # fmt: skip
+        log.warning(
+            "%s step %d: non-finite loss or gradient norm, update skipped", self.what, self.step + 1
+        )
         return None
 
     def finite_everywhere(self, *values: Tensor | float | None) -> bool:
@@ -450,9 +354,13 @@ class Trainer:
         """This process's entry of :meth:`rank_states`' list (a checkpoint written by another
         number of processes gives process i entry i modulo their number, with a warning)."""
         if len(states) != self.world:
-            log.warning("%s: the checkpoint holds the state of %d processes, this run has %d; "
-                        "the resumed run will not repeat the uninterrupted one exactly",
-                        self.what, len(states), self.world)  # fmt: skip
+            log.warning(
+                "%s: the checkpoint holds the state of %d processes, this run has %d; "
+                "the resumed run will not repeat the uninterrupted one exactly",
+                self.what,
+                len(states),
+                self.world,
+            )
         return states[self.accelerator.process_index % len(states)]
 
     # ------------------------------------------------------------------ checkpoints
@@ -485,16 +393,21 @@ class Trainer:
         last = latest_checkpoint(self.checkpoint_root)
         what = self.what
         if last is None:
-            log.info("%s: --resume given but no checkpoint in %s; starting fresh", what,
-                     self.checkpoint_root)  # fmt: skip
+            log.info(
+                "%s: --resume given but no checkpoint in %s; starting fresh",
+                what,
+                self.checkpoint_root,
+            )
             return False
         check_fingerprint(last, self.fingerprint, what)
         done, limit = step_of(last) or 0, self.total_steps
         if done > limit:
             budget = f"{self.steps_key}={limit}" if self.steps_key else f"its {limit} steps"
             fix = f"set {self.steps_key} >= {done}, or " if self.steps_key else ""
-            raise CheckpointError(f"cannot resume {what} from {last}: it is past {budget}; "
-                                  f"{fix}run without --resume to start over")  # fmt: skip
+            raise CheckpointError(
+                f"cannot resume {what} from {last}: it is past {budget}; "
+                f"{fix}run without --resume to start over"
+            )
         state = load_state(last)
         try:
             self.load_checkpoint_state(last, state)

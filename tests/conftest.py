@@ -20,7 +20,8 @@ torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "0")) or min(4, os.c
 @pytest.fixture(scope="session")
 def demo_cache() -> Path:
     """Folder holding every demo model ($LIRA_CACHE, else .pytest_cache/lira-models)."""
-    from lira.demo import NAMES, build_demo_models, package_folder
+    from lira.demo.packages import package_folder
+    from lira.demo.references import NAMES, build_demo_models
 
     env = os.environ.get("LIRA_CACHE", "")
     root = Path(env).expanduser() if env else REPO / ".pytest_cache" / "lira-models"

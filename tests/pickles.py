@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
-from lira.checkpoint import write_manifest
+from lira.checkpoint.manifest import write_manifest
 
 
 class _Payload:

@@ -24,7 +24,7 @@ def critic_lm(request) -> str:
     if os.environ.get("LIRA_TEST_LM"):
         return os.environ["LIRA_TEST_LM"]
     try:
-        from lira.demo import resolve_model
+        from lira.demo.references import resolve_model
     except ImportError as e:
         pytest.skip(f"lira.demo is not available ({e}); set LIRA_TEST_LM")
     try:

@@ -138,8 +138,8 @@ def test_a_refused_stage_leaves_config_yaml_as_it_was(tmp_path, monkeypatch):
     """Any user error (not only a refused checkpoint) before a stage finished restores the
     config of the outputs that are there; a checkpoint error is prefixed with the stage."""
     import lira.pipeline as pipeline
-    from lira.checkpoint import CheckpointError
     from lira.config import ConfigError
+    from lira.errors import CheckpointError
     from lira.translation.runner import NothingTranslated
 
     errors = iter([ConfigError("arca.train_encoder", "refused"), NothingTranslated("nothing"),

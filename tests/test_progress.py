@@ -36,7 +36,7 @@ def test_the_training_loop_shows_a_bar_with_an_eta(tmp_path, capsys):
 def test_the_demo_marian_build_shows_a_bar(monkeypatch, capsys):
     import torch
 
-    from lira import demo
+    from lira.demo import marian as demo
 
     class _Tiny(torch.nn.Module):
         def __init__(self) -> None:

@@ -12,11 +12,12 @@ import pytest
 from accelerate import Accelerator
 from accelerate.tracking import GeneralTracker
 
+from lira.accelerator import adamw_kwargs, log_metrics, make_accelerator
 from lira.baselines.clear import ClearConfig
 from lira.baselines.config import BaselinesConfig
 from lira.config import ConfigError, DataConfig
 from lira.runconfig import RunConfig
-from lira.training import Trainer, TrainResult, adamw_kwargs, log_metrics, make_accelerator
+from lira.training import Trainer, TrainResult
 
 
 class Recorder(GeneralTracker):

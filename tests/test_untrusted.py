@@ -20,17 +20,11 @@ import numpy as np
 import pytest
 import torch
 
-from lira.checkpoint import (
-    MANIFEST,
-    CheckpointError,
-    atomic_dir,
-    latest_checkpoint,
-    load_state,
-    save_state,
-    step_dir,
-    write_manifest,
-)
+from lira.checkpoint.folders import atomic_dir, latest_checkpoint, step_dir
+from lira.checkpoint.manifest import MANIFEST, write_manifest
+from lira.checkpoint.state import load_state, save_state
 from lira.cli import main
+from lira.errors import CheckpointError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -204,7 +198,7 @@ def test_baseline_merge_refuses_to_overwrite_an_input(baseline_folder, tmp_path,
 HOLD = textwrap.dedent(
     """
     import sys, time
-    from lira.checkpoint import run_lock
+    from lira.checkpoint.lock import run_lock
     with run_lock(sys.argv[1], "lira arca"):
         print("held", flush=True)
         time.sleep(60)
@@ -229,7 +223,7 @@ def test_a_second_run_into_one_output_folder_stops_naming_the_holder(tmp_path, c
         holder.kill()
         holder.wait()
     # killed: the kernel released the lock, the next run takes it
-    from lira.checkpoint import run_lock
+    from lira.checkpoint.lock import run_lock
 
     with run_lock(out, "lira arca"), run_lock(out, "lira lasr"):  # re-entrant in one process
         pass
@@ -278,7 +272,7 @@ def test_a_symlinked_final_folder_is_replaced_not_removed(tmp_path):
 
 
 def test_disk_full_messages_never_say_zero_mib(tmp_path):
-    from lira.checkpoint import disk_full
+    from lira.checkpoint.folders import disk_full
 
     msg = str(disk_full(tmp_path / "step-00000001"))
     assert "0.0 MiB" not in msg and "before its first file was written" in msg

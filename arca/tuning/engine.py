@@ -39,9 +39,9 @@ from arca.tuning.grpo import (
     save_final,
 )
 from arca.tuning.reward import AnchorReward, critic_scorer
-from lira.checkpoint import write_json
 from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
+from lira.jsonio import write_json
 from lira.translation.critic import build_critic
 from lira.translation.runner import check_source
 from lira.translation.tuning import base_translator, output_folder, tuned_translator

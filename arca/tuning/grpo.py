@@ -14,7 +14,7 @@ from torch import nn
 from transformers import PreTrainedTokenizerBase
 
 from arca.tuning.config import TuneTranslatorRun
-from lira.checkpoint import atomic_dir
+from lira.checkpoint.folders import atomic_dir
 from lira.models.generators import load_causal_lm
 from lira.prompts import translation_prompt
 from lira.translation.config import TranslatorConfig

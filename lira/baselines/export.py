@@ -13,8 +13,10 @@ from pathlib import Path
 
 from torch import nn
 
-from lira.checkpoint import CheckpointError, checkpoint_problem, read_json
+from lira.checkpoint.manifest import checkpoint_problem
 from lira.config import ModelsConfig
+from lira.errors import CheckpointError
+from lira.jsonio import read_json
 from lira.models import load_backbone
 from lira.training import atomic_dir, write_fingerprint
 

@@ -68,6 +68,13 @@ from accelerate import Accelerator, PartialState
 from accelerate.utils import set_seed
 from torch import Tensor, nn
 
+from lira.accelerator import (
+    adamw_kwargs,
+    distributed_cpu,
+    finish_trackers,
+    log_metrics,
+    make_accelerator,
+)
 from lira.baselines.clear import ClearConfig
 from lira.baselines.composition import CompositionExample
 from lira.baselines.config import BaselinesConfig, BaselinesRun, flat_baselines, flat_recipe
@@ -91,13 +98,8 @@ from lira.training import (
     CheckpointError,
     Trainer,
     TrainerState,
-    adamw_kwargs,
     check_fingerprint,
     config_fingerprint,
-    distributed_cpu,
-    finish_trackers,
-    log_metrics,
-    make_accelerator,
     rng_state,
     run_fingerprint,
     set_rng_state,

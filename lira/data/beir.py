@@ -98,9 +98,11 @@ def _judged(
             old = seen_pairs.setdefault((qid, did), (score, i))
             if old[0] != score:
                 raise DataError(
-                    qrels_file, i, "score",
+                    qrels_file,
+                    i,
+                    "score",
                     f"({qid!r}, {did!r}) was judged {old[0]} at record {old[1]}, now {score}",
-                )  # fmt: skip
+                )
         except DataError as e:
             drop(e)
             continue

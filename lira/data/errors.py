@@ -61,8 +61,10 @@ class Unique:
         """Record ``value`` seen at ``record``; raise if it was seen before."""
         if value in self.first:
             raise DataError(
-                self.path, record, self.field,
+                self.path,
+                record,
+                self.field,
                 f"duplicate id {value!r} (first at record {self.first[value]})",
                 "make ids unique, or set data.drop_malformed: true to keep the first one",
-            )  # fmt: skip
+            )
         self.first[value] = record

@@ -66,9 +66,13 @@ def lone_surrogate(obj: object, where: str = "") -> tuple[str, int] | None:
 
 def _surrogate_error(path: str | Path, record: int | str, found: tuple[str, int]) -> DataError:
     field, at = found
-    return DataError(path, record, field.lstrip("."),
-                     f"holds a lone surrogate at character {at} (not valid Unicode)",
-                     SURROGATE_FIX)  # fmt: skip
+    return DataError(
+        path,
+        record,
+        field.lstrip("."),
+        f"holds a lone surrogate at character {at} (not valid Unicode)",
+        SURROGATE_FIX,
+    )
 
 
 def parse_json(text: str, path: str | Path) -> Any:

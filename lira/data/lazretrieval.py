@@ -38,19 +38,31 @@ def split_folders(folder: str | Path) -> dict[str, list[Path]] | None:
     if any(have.values()):
         missing = next(s for s, ok in have.items() if not ok)
         raise DataError(
-            folder / missing, None, "<split>",
+            folder / missing,
+            None,
+            "<split>",
             f"the released split needs both train/ and test/ ({missing}/{FILES[0]} is missing)",
             "copy the whole release, or put the three files directly in data.path to re-split",
-        )  # fmt: skip
-    countries = sorted(p for p in folder.iterdir() if p.is_dir() and any(
-        (p / s / FILES[0]).is_file() for s in SPLITS)) if folder.is_dir() else []  # fmt: skip
+        )
+    countries = (
+        sorted(
+            p
+            for p in folder.iterdir()
+            if p.is_dir() and any((p / s / FILES[0]).is_file() for s in SPLITS)
+        )
+        if folder.is_dir()
+        else []
+    )
     for c in countries:
         for s in SPLITS:
             if not (c / s / FILES[0]).is_file():
                 raise DataError(
-                    c / s, None, "<split>", f"country folder {c.name} has no {s}/{FILES[0]}",
+                    c / s,
+                    None,
+                    "<split>",
+                    f"country folder {c.name} has no {s}/{FILES[0]}",
                     "copy that country's train/ and test/ folders",
-                )  # fmt: skip
+                )
     return {s: [c / s for c in countries] for s in SPLITS} if countries else None
 
 
@@ -67,10 +79,12 @@ def load_lazretrieval_split(
             for r in records:
                 if (kind, r.id) in seen:
                     raise DataError(
-                        f, None, "ID" if kind == "query" else "item_id",
+                        f,
+                        None,
+                        "ID" if kind == "query" else "item_id",
                         f"{kind} id {r.id!r} is also in {seen[(kind, r.id)]}",
                         "ids must be unique across the country folders of a split",
-                    )  # fmt: skip
+                    )
                 seen[(kind, r.id)] = f
     name = f"lazretrieval {folders[0].name}"
     return RetrievalData(
@@ -103,8 +117,11 @@ def load_lazretrieval(
         seen, out = Unique(path, id_field), []
         for i, rec in read_records(path, drop):
             try:
-                r = Record(field_text(rec, id_field, path, i), field_text(rec, "text", path, i),
-                           lang_of(rec, path, i))  # fmt: skip
+                r = Record(
+                    field_text(rec, id_field, path, i),
+                    field_text(rec, "text", path, i),
+                    lang_of(rec, path, i),
+                )
                 seen.check(r.id, i)
             except DataError as e:
                 drop(e)

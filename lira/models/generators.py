@@ -52,8 +52,9 @@ def load_causal_lm(
     path = resolve_path(ref, cache_dir, "qwen3-lm")
     tokenizer = with_pad_token(load_tokenizer(path, ref, "qwen3-lm", cache_dir=cache_dir))
     tokenizer.padding_side = "left"
-    model = from_pretrained(AutoModelForCausalLM, path, ref, "qwen3-lm", cache_dir=cache_dir,
-                            dtype=torch_dtype(dtype))  # fmt: skip
+    model = from_pretrained(
+        AutoModelForCausalLM, path, ref, "qwen3-lm", cache_dir=cache_dir, dtype=torch_dtype(dtype)
+    )
     _pad_generation(model, tokenizer)
     return model, tokenizer
 
@@ -64,7 +65,8 @@ def load_seq2seq(
     """(model, tokenizer) of a seq2seq MT model (Marian, M2M100, NLLB, mT5) in eval mode."""
     path = resolve_path(ref, cache_dir, "marian")
     tokenizer = with_pad_token(load_tokenizer(path, ref, "marian", cache_dir=cache_dir))
-    model = from_pretrained(AutoModelForSeq2SeqLM, path, ref, "marian", cache_dir=cache_dir,
-                            dtype=torch_dtype(dtype))  # fmt: skip
+    model = from_pretrained(
+        AutoModelForSeq2SeqLM, path, ref, "marian", cache_dir=cache_dir, dtype=torch_dtype(dtype)
+    )
     _pad_generation(model, tokenizer)
     return model.eval(), tokenizer

@@ -11,7 +11,7 @@ import hashlib
 import json
 import pickle
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 from torch import Tensor, nn
@@ -23,8 +23,8 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from lira.demo import NAMES as DEMO_NAMES
-from lira.demo import resolve_model
+from lira.demo.references import NAMES as DEMO_NAMES
+from lira.demo.references import resolve_model
 from lira.errors import MissingFileError, UserInputError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -111,8 +111,16 @@ def peft_base(path: str) -> str | None:
     return json.loads(adapter.read_text(encoding="utf-8")).get("base_model_name_or_path") or None
 
 
-def _load(cls: Any, path: str, ref: str, suggest: str, **kwargs: Any) -> Any:
-    """``cls.from_pretrained(path)``, naming the fix when the hub cannot provide ``ref``."""
+class Pretrained(Protocol):
+    """A class with ``from_pretrained`` (a transformers Auto class, a model or a config class)."""
+
+    def from_pretrained(self, path: str, *args: object, **kwargs: object) -> object:
+        """The object loaded from ``path`` (a folder or a hub id)."""
+
+
+def _load(cls: Pretrained, path: str, ref: str, suggest: str, **kwargs: object) -> Any:
+    """``cls.from_pretrained(path)``, naming the fix when the hub cannot provide ``ref`` (the
+    result's type is whatever ``cls`` loads)."""
     try:
         return cls.from_pretrained(path, **kwargs)
     except (pickle.UnpicklingError, ValueError) as e:
@@ -150,7 +158,7 @@ def refused_payload(ref: str, path: str, e: BaseException) -> UserInputError | N
 
 
 def from_pretrained(
-    cls: Any, path: str, ref: str, suggest: str, *, cache_dir: str = "", **kwargs: Any
+    cls: Pretrained, path: str, ref: str, suggest: str, *, cache_dir: str = "", **kwargs: object
 ) -> Any:
     """``cls.from_pretrained(path)``; a peft adapter folder loads its base and wraps it."""
     base_ref = peft_base(path)
@@ -172,7 +180,7 @@ def load_config(path: str, ref: str, suggest: str, *, cache_dir: str = "") -> Pr
 
 
 def load_tokenizer(
-    path: str, ref: str, suggest: str, *, cache_dir: str = "", **kwargs: Any
+    path: str, ref: str, suggest: str, *, cache_dir: str = "", **kwargs: object
 ) -> PreTrainedTokenizerBase:
     """``AutoTokenizer`` of a resolved path, with the same clear errors as the model; a peft
     adapter folder without tokenizer files gives its base model's."""

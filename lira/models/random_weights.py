@@ -30,7 +30,7 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from lira.demo import minilm_folder
+from lira.demo.packages import minilm_folder
 from lira.models.devices import resolve_device
 
 log = logging.getLogger(__name__)
@@ -79,12 +79,20 @@ def _byte_tokenizer() -> PreTrainedTokenizerFast:
         vocab.setdefault(b, len(vocab))
     tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
     tok.pre_tokenizer = pre_tokenizers.Sequence(
-        [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-         pre_tokenizers.Split("", "isolated")]
-    )  # fmt: skip
+        [
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            pre_tokenizers.Split("", "isolated"),
+        ]
+    )
     tok.decoder = decoders.ByteLevel()
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="[PAD]", unk_token="[UNK]",
-                                   cls_token="[CLS]", sep_token="[SEP]", eos_token="[EOS]")  # fmt: skip
+    return PreTrainedTokenizerFast(
+        tokenizer_object=tok,
+        pad_token="[PAD]",
+        unk_token="[UNK]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        eos_token="[EOS]",
+    )
 
 
 def random_tokenizer(ref: str) -> PreTrainedTokenizerBase:

@@ -439,7 +439,7 @@ def st_encode(ref: str, cache_dir: str = "") -> Encode:
     """texts -> vectors of the sentence-transformers model ``ref`` (folder, hub id, demo alias)."""
     from sentence_transformers import SentenceTransformer
 
-    from lira.demo import resolve_model
+    from lira.demo.references import resolve_model
 
     model = SentenceTransformer(resolve_model(ref, cache_dir), device="cpu")
     return lambda texts: model.encode(texts, convert_to_numpy=True, show_progress_bar=False)

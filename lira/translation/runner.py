@@ -53,12 +53,12 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-from lira.checkpoint import write_json
 from lira.config import ModelsConfig
 from lira.data.splits import Splits, load_splits
 from lira.data.types import Record
 from lira.data.xquad_r import plain_qid
 from lira.errors import LiRAError, MissingFileError, UserInputError
+from lira.jsonio import write_json
 from lira.prompts import language_name
 from lira.translation.cleanup import clean_translation
 from lira.translation.config import PoolRun, TranslationConfig, TranslationRun, TranslatorConfig

@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from lira.data.io import lone_surrogate
-from lira.demo import build_version
+from lira.demo.references import build_version
 from lira.errors import LiRAError, UserInputError
 from lira.translation.config import TranslatorConfig
 from lira.translation.types import Candidate

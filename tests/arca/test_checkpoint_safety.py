@@ -11,14 +11,9 @@ import torch
 
 from arca.config import ArcaConfig
 from arca.trainer import ArcaTrainer
-from lira.checkpoint import (
-    FINGERPRINT_FILE,
-    CheckpointError,
-    latest_checkpoint,
-    read_fingerprint,
-    step_dirs,
-)
-from lira.errors import LiRAError
+from lira.checkpoint.fingerprint import FINGERPRINT_FILE, read_fingerprint
+from lira.checkpoint.folders import latest_checkpoint, step_dirs
+from lira.errors import CheckpointError, LiRAError
 from tests.pickles import plant_pickles
 
 from .conftest import make_items

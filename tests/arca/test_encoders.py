@@ -51,7 +51,7 @@ class Counting(nn.Module):
 @pytest.fixture(scope="module")
 def st_config(models_config) -> ModelsConfig:
     """The real all-MiniLM-L6-v2 loaded through sentence-transformers as a sentence-level g."""
-    from lira.demo import minilm_folder
+    from lira.demo.packages import minilm_folder
 
     return dataclasses.replace(models_config, encoder=f"st:{minilm_folder()}")
 

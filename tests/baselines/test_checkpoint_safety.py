@@ -21,8 +21,9 @@ from lira.baselines.trainer import (
     build_examples,
     run_baselines,
 )
-from lira.checkpoint import FINGERPRINT_FILE, CheckpointError
+from lira.checkpoint.fingerprint import FINGERPRINT_FILE
 from lira.config import DataConfig
+from lira.errors import CheckpointError
 from lira.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
@@ -109,7 +110,7 @@ def test_resume_refuses_a_method_trained_with_another_config(models_config, tmp_
 def test_resume_continues_exactly_from_a_step_checkpoint(models_config, tmp_path):
     """baselines.save_every: train(resume=True) picks up the latest step checkpoint and ends
     where an uninterrupted run ends; a checkpoint of another config is refused."""
-    from lira.checkpoint import step_dir
+    from lira.checkpoint.folders import step_dir
     from lira.models import load_backbone
 
     cfg = _cfg(models_config, tmp_path, steps=4, save_every=2)

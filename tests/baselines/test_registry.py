@@ -17,7 +17,7 @@ from lira.baselines import registry
 from lira.baselines.config import BaselinesConfig, RecipeConfig
 from lira.baselines.method import DEFAULT_RECIPE, BaselineMethod
 from lira.baselines.trainer import baseline_fingerprint, recipe, run_baselines
-from lira.checkpoint import FINGERPRINT_FILE, read_fingerprint
+from lira.checkpoint.fingerprint import FINGERPRINT_FILE, read_fingerprint
 from lira.config import ConfigError, DataConfig, check, from_dict, to_dict
 from lira.config_yaml import apply_overrides
 from lira.runconfig import RunConfig

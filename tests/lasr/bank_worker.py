@@ -20,11 +20,11 @@ from accelerate.utils import set_seed
 from lasr.banks import build_bank
 from lasr.model import LiRAModel
 from lasr.streams import Streams
+from lira.accelerator import process_state
 from lira.config import ModelsConfig, from_dict
 from lira.encoding import length_batches
 from lira.models import Backbone
 from lira.runconfig import RunConfig
-from lira.training import process_state
 
 
 def fit_both_ways() -> tuple[list[tuple[object, ...]], list[int]]:

@@ -25,7 +25,7 @@ from accelerate.utils import set_seed
 from lasr.config import LaSRConfig
 from lasr.model import LiRAModel
 from lasr.trainer import LaSRTrainer
-from lira.checkpoint import step_dir
+from lira.checkpoint.folders import step_dir
 from lira.config import DataConfig, ModelsConfig, from_dict
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData

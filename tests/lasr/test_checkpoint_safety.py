@@ -12,7 +12,9 @@ from safetensors.torch import load_file
 
 from lasr.config import LaSRConfig
 from lasr.trainer import LaSRTrainer
-from lira.checkpoint import CheckpointError, load_state, step_dirs
+from lira.checkpoint.folders import step_dirs
+from lira.checkpoint.state import load_state
+from lira.errors import CheckpointError
 from tests.pickles import plant_pickles
 
 from .test_trainer import SMALL, _fresh, _subset, demo  # noqa: F401  (demo is a fixture)

@@ -107,7 +107,7 @@ def test_a_copied_folder_embeds_stored_and_validation_texts_as_before(saved, tmp
                                                                       monkeypatch):  # fmt: skip
     """The issue's probe: the folder copied to another path with no store beside it embeds
     every stored text (training and validation) exactly as before the copy, and stays intact."""
-    from lira.checkpoint import checkpoint_problem
+    from lira.checkpoint.manifest import checkpoint_problem
 
     _, folder, texts, langs, want = saved
     monkeypatch.setenv("LIRA_STORE_CACHE", str(tmp_path / "cache"))

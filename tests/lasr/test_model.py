@@ -181,7 +181,7 @@ def test_a_folder_of_the_older_layout_loads_the_same(stack, tmp_path, caplog):
     """A folder saved before the ``architecture`` section holds the fusion head's shape inside
     ``lasr`` (with the critic switches since moved to ``arca``): it loads, embeds as the model
     did, and a save writes today's layout (:func:`lira.compat.current_folder_meta`)."""
-    from lira.checkpoint import write_manifest
+    from lira.checkpoint.manifest import write_manifest
 
     model, _, home = stack
     folder = home / f"lira-{tmp_path.name}"
@@ -298,7 +298,7 @@ def test_an_edited_folder_is_refused_and_nothing_is_sent(
 ):
     """The issue's probe: a folder naming a secret's variable and a foreign base_url, loaded
     online; the fake server gets no request (and so no Authorization header)."""
-    from lira.checkpoint import CheckpointError
+    from lira.errors import CheckpointError
 
     monkeypatch.setenv(SECRET, "s3cr3t")
     folder = tmp_path / "lira"
@@ -337,7 +337,7 @@ def test_online_translation_uses_the_callers_endpoints_only(stack, tmp_path, ser
 def _evil_folder(stack, folder, url):
     """Issue 42's probe: a saved folder whose translator starts vLLM with remote code from an
     attacker's repository (manifest regenerated, so the folder looks whole)."""
-    from lira.checkpoint import write_manifest
+    from lira.checkpoint.manifest import write_manifest
 
     meta = _saved_online_model(stack, folder, url)
     meta["translation"]["mt_translators"][0].update(
@@ -394,7 +394,8 @@ def test_online_translation_runs_the_callers_translator_of_that_name(
 
 @pytest.mark.parametrize("size", [300, 10_000_000])
 def test_a_folders_unusable_store_path_is_one_short_line(stack, tmp_path, size):
-    from lira.checkpoint import CheckpointError, write_manifest
+    from lira.checkpoint.manifest import write_manifest
+    from lira.errors import CheckpointError
 
     folder = tmp_path / "lira"
     meta = _saved_online_model(stack, folder, "http://127.0.0.1:9/v1")
@@ -410,7 +411,7 @@ def test_a_folders_unusable_store_path_is_one_short_line(stack, tmp_path, size):
 def test_online_translation_never_writes_into_a_store_outside_the_folder(stack, tmp_path, server):
     """Issue 42, case 1: ``store: ../../../elsewhere.sqlite`` is read (an older layout) but online
     translation refuses to write into it; the run's store beside the folder stays usable."""
-    from lira.checkpoint import write_manifest
+    from lira.checkpoint.manifest import write_manifest
     from lira.errors import UserInputError
 
     folder = tmp_path / "a" / "b" / "lira"
@@ -442,7 +443,7 @@ def test_a_folder_without_its_manifest_is_damaged(stack, tmp_path):
 
     from safetensors.torch import load_file, save_file
 
-    from lira.checkpoint import CheckpointError
+    from lira.errors import CheckpointError
 
     model, _, _ = stack
     folder = tmp_path / "lira"
@@ -496,7 +497,7 @@ def _truncate(f):
 
 
 def _pickle(f):  # a pickle in the safetensors file's place, manifest updated to match it
-    from lira.checkpoint import write_manifest
+    from lira.checkpoint.manifest import write_manifest
 
     torch.save({"w": torch.ones(3)}, f)
     write_manifest(f.parent.parent if f.parent.name == "arca" else f.parent)
@@ -511,7 +512,7 @@ def _flip(f):  # same size, valid header: only the manifest's sha256 tells
 def _nan(f):  # NaN bytes of the same size, manifest updated: only the finiteness check tells
     from safetensors.torch import load_file, save_file
 
-    from lira.checkpoint import write_manifest
+    from lira.checkpoint.manifest import write_manifest
 
     tensors = load_file(str(f))
     name = sorted(tensors)[0]
@@ -534,7 +535,7 @@ def test_lira_eval_of_a_damaged_model_folder_is_one_line(stack, tmp_path, capsys
                                                          pattern):  # fmt: skip
     import re
 
-    from lira.checkpoint import atomic_dir
+    from lira.checkpoint.folders import atomic_dir
     from lira.cli import main
 
     model, _, _ = stack

@@ -17,7 +17,7 @@ from lasr.config import LaSRConfig
 from lasr.engine import run_lasr
 from lasr.model import LiRAModel
 from lasr.trainer import LaSRTrainer
-from lira.checkpoint import latest_checkpoint
+from lira.checkpoint.folders import latest_checkpoint
 from lira.config import DataConfig
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData

@@ -23,7 +23,7 @@ QUESTIONS = [
 @pytest.fixture(scope="module")
 def engines(demo_cache):
     cpu_engine_env(LIRA_VLLM_DTYPE="float32")
-    from lira.demo import resolve_model
+    from lira.demo.references import resolve_model
     from lira.models import load_causal_lm
 
     path = resolve_model("demo:smollm2", str(demo_cache))

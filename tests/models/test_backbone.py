@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lira.config import ModelsConfig
-from lira.demo import resolve_model
+from lira.demo.references import resolve_model
 
 TEXTS = [
     "The Panthers defense gave up just 308 points, ranking sixth in the league.",
