@@ -35,8 +35,8 @@ from lira.models import load_backbone, load_encoder
 from lira.training import config_fingerprint
 from lira.translation.config import TranslationRun
 from lira.translation.critic import build_critic
-from lira.translation.runner import run_translate as translate_stage
-from lira.translation.runner import store_path
+from lira.translation.engine import run_translate as translate_stage
+from lira.translation.engine import store_path
 from lira.translation.store import TranslationStore
 from lira.translation.types import Candidate
 

@@ -87,7 +87,7 @@ from lira.mteb_encoder import (  # noqa: F401
     subset_languages,
 )
 from lira.translation.config import PoolRun
-from lira.translation.runner import check_translated, fill_store
+from lira.translation.engine import check_translated, fill_store
 
 if TYPE_CHECKING:  # mteb is optional (the ``mteb`` extra): its types for annotations only
     from mteb.abstasks import AbsTask

@@ -76,7 +76,7 @@ from lira.errors import UserInputError
 from lira.models import Backbone, load_backbone
 from lira.models.devices import resolve_device
 from lira.translation.config import Pool, TranslationConfig, TranslatorConfig, path_too_long
-from lira.translation.runner import fill_store
+from lira.translation.engine import fill_store
 from lira.translation.store import TranslationStore
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 

@@ -2,7 +2,7 @@
 
 Adding a baseline is one new file that defines a :class:`~lira.baselines.method.BaselineMethod`
 (its recipe dataclass, the data it needs, how it draws a batch and computes its loss) plus one
-line in :data:`METHODS`, the table of :mod:`lira.baseline_names` (it imports nothing, so that
+line in :data:`METHODS`, the table of :mod:`lira.baselines.names` (it imports nothing, so that
 :mod:`lira.baselines.config` validates ``baselines.methods`` against it and finds each
 method's recipe section, ``baselines.<name>.*``, without importing a method before it is used). The entries are ``"module:attribute"`` strings, imported only when a method is
 used. A value may also be the method object itself (tests and plugins register one with
@@ -14,7 +14,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from lira.baseline_names import METHODS, method_names
+from lira.baselines.names import METHODS, method_names
 
 __all__ = ["METHODS", "PARTS", "all_methods", "get_method", "method_names", "register"]
 

@@ -17,10 +17,10 @@ from collections import Counter
 
 import pytest
 
-from lira.translation import runner
+from lira.translation import engine as runner
 from lira.translation.config import CriticConfig, TranslatorConfig
 from lira.translation.critic import build_critic
-from lira.translation.runner import fill_store, store_path
+from lira.translation.engine import fill_store, store_path
 from lira.translation.store import SCHEMA_VERSION, Row, StoreError, TranslationStore
 from lira.translation.translators import ChatClient, api_key, is_loopback
 

@@ -1,9 +1,10 @@
 """The baseline methods a user can select: name -> where its method object lives.
 
 This is the table of :mod:`lira.baselines.registry` (which resolves its entries and lets tests
-and plugins :func:`~lira.baselines.registry.register` more). It stands apart from the
-``lira.baselines`` package's modules because :mod:`lira.baselines.config` validates
-``baselines.methods`` against it: it must stay import-light, so this module imports nothing. The entries are ``"module:attribute"`` strings, imported only when a method is used.
+and plugins :func:`~lira.baselines.registry.register` more). It is a module of its own
+because :mod:`lira.baselines.config` validates ``baselines.methods`` against it: it must stay
+import-light, so this module (like the package's ``__init__``) imports nothing. The entries
+are ``"module:attribute"`` strings, imported only when a method is used.
 """
 
 from __future__ import annotations
