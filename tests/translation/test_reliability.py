@@ -21,7 +21,8 @@ from lira.translation import engine as runner
 from lira.translation.config import CriticConfig, TranslatorConfig
 from lira.translation.critic import build_critic
 from lira.translation.engine import fill_store, store_path
-from lira.translation.store import SCHEMA_VERSION, Row, StoreError, TranslationStore
+from lira.translation.schema import SCHEMA_VERSION, StoreError
+from lira.translation.store import Row, TranslationStore
 from lira.translation.translators import ChatClient, api_key, is_loopback
 
 from .fake_openai import FakeServer, fill_worker, run_config
