@@ -32,7 +32,7 @@ from lira.models import load_encoder
 from lira.models.loading import CHARS_PER_TOKEN, folder_fingerprint
 from lira.training import live_world
 from lira.translation.critic import Encode
-from lira.translation.engine import g_encode
+from lira.translation.scoring import g_encode
 
 log = logging.getLogger(__name__)
 

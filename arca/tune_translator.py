@@ -78,7 +78,7 @@ from lira.prompts import translation_prompt
 from lira.translation.cleanup import clean_translation
 from lira.translation.config import TranslatorConfig
 from lira.translation.critic import Critic, build_critic
-from lira.translation.engine import check_source
+from lira.translation.scheduling import check_source
 from lira.translation.translators import chat_messages
 from lira.translation.tuning import base_translator, output_folder, tuned_translator
 from lira.translation.types import NEUTRAL_SCORE
