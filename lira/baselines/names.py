@@ -9,16 +9,16 @@ are ``"module:attribute"`` strings, imported only when a method is used.
 
 from __future__ import annotations
 
-from typing import Any
-
-METHODS: dict[str, Any] = {
+METHODS: dict[str, object] = {
     "infonce": "lira.baselines.infonce:METHOD",  # CLEAR's baseline (paper 000 §4.2)
     "clear": "lira.baselines.clear:METHOD",  # paper 000
     "lancer": "lira.baselines.lancer:METHOD",  # paper 002
     "jsd": "lira.baselines.jsd:METHOD",  # paper 003
     "merging": "lira.baselines.merging:METHOD",  # paper 001
 }
-"""Methods a user can select (``baselines.methods``, ``--methods``); the default is all, in order."""
+"""Methods a user can select (``baselines.methods``, ``--methods``); the default is all, in order.
+A value is a ``"module:attribute"`` string or a registered method object (this module imports
+no method class to name its type)."""
 
 
 def method_names() -> list[str]:
