@@ -30,8 +30,7 @@ from torch import Tensor, nn
 from lira.baselines.config import BaselinesConfig, BaselinesRun, RecipeConfig
 from lira.data.types import Record
 
-if TYPE_CHECKING:  # types only: composition imports this module through clear
-    from lira.baselines.composition import CompositionExample
+if TYPE_CHECKING:
     from lira.data.xquad_r import XQuADR
 
 Batch = dict[str, Any]
@@ -67,6 +66,20 @@ class Example(Protocol):
     def q_hn(self) -> list[int]: ...
     @property
     def gist_hn(self) -> list[int]: ...
+
+
+class Composed(Protocol):
+    """What a method reads of one language-composition row
+    (:class:`~lira.baselines.composition.CompositionExample`)."""
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def positive(self) -> str: ...
+
+    @property
+    def negatives(self) -> list[str]: ...
 
 
 class RecipeView(Protocol):
@@ -115,7 +128,7 @@ class HookTrainer(Protocol):
     def multilingual(self) -> Mapping[str, list[str]]: ...
 
     @property
-    def composition(self) -> Sequence[CompositionExample] | None: ...
+    def composition(self) -> Sequence[Composed] | None: ...
 
     @property
     def guide(self) -> nn.Module | None: ...
