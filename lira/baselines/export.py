@@ -34,8 +34,8 @@ def baseline_fingerprint(cfg: BaselinesRun, method: str) -> dict[str, object]:
     """The config values that shape ``method``'s model: ``models.*`` (less cache settings),
     ``data.*``, the shared budget / seed / LoRA fields, the method's own recipe fields
     (``baselines.<recipe>.*``) and the fields of the negatives it mines (CLEAR's for InfoNCE,
-    CLEAR and LANCER). Recipe fields keep their flat names (``baselines.clear_lr``), so the
-    fingerprints of earlier runs still match."""
+    CLEAR and LANCER). Recipe fields are fingerprinted by their flat names
+    (``baselines.clear_lr``), the names every saved baseline folder's fingerprint holds."""
     bc = cfg.baselines
     spec = get_method(method)
     keep = {k: v for k, v in asdict(bc).items() if k not in ("methods", "recipes")}

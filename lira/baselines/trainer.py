@@ -180,7 +180,7 @@ class ContrastiveTrainer(Trainer):
         log.info("%s recipe: %s (global batch; %d per process)", method, json.dumps(asdict(r)),
                  r.batch_size // world)  # fmt: skip
         checkpoints = self.output_dir.with_name(self.output_dir.name + "-checkpoints")
-        what = f"baseline {method}"  # fingerprinted flat (baselines.clear_tau), as before the split
+        what = f"baseline {method}"  # fingerprinted by flat names (baselines.clear_tau)
         fingerprint = fingerprint or run_fingerprint(
             what, {"baselines": flat_baselines(cfg)}, self.unshaping
         )
@@ -335,7 +335,7 @@ class ContrastiveTrainer(Trainer):
         params = self._trainable()
         if set(state["params"]) != set(params):
             raise ValueError("its trainable parameters differ from this model's")
-        rngs = state["rngs"] if "rngs" in state else [state["rng"]]  # before: one process's
+        rngs = state["rngs"] if "rngs" in state else [state["rng"]]  # one process: "rng"
         world = int(state.get("world", 1))
         if world != self.world:  # each process's slice of a batch depends on the count
             raise CheckpointError(

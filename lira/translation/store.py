@@ -169,7 +169,7 @@ class TranslationStore:
         except sqlite3.Error as e:
             raise store_error(self.path, e) from e
         try:
-            if check_schema(self.conn, self.path) < TABLES:  # a new store, or one before leases
+            if check_schema(self.conn, self.path) < TABLES:  # new, or without the leases table
                 with self._transaction():  # check + create atomically (others may open too)
                     check_schema(self.conn, self.path)
                     create_schema(self.conn)
