@@ -25,7 +25,7 @@ from lira.data.splits import Splits
 from lira.data.types import Record
 from lira.data.xquad_r import plain_qid
 from lira.translation.config import TranslatorConfig
-from lira.translation.runner import fill_store
+from lira.translation.engine import fill_store
 from lira.translation.store import TranslationStore
 from lira.translation.types import Candidate
 

@@ -35,8 +35,8 @@ from lira.models import load_backbone, load_encoder
 from lira.training import config_fingerprint
 from lira.translation.config import TranslationRun
 from lira.translation.critic import build_critic
-from lira.translation.runner import run_translate as translate_stage
-from lira.translation.runner import store_path
+from lira.translation.engine import run_translate as translate_stage
+from lira.translation.engine import store_path
 from lira.translation.store import TranslationStore
 from lira.translation.types import Candidate
 
@@ -52,7 +52,7 @@ def arca_fingerprint(cfg: ArcaRun) -> dict[str, object]:
 
 
 def run_translate(cfg: TranslationRun, args: Namespace | None = None) -> dict[str, object]:
-    """Engine of ``lira translate``: :func:`lira.translation.runner.run_translate`, with the
+    """Engine of ``lira translate``: :func:`lira.translation.engine.run_translate`, with the
     embedding critic (``translation.critic.kind: embedding``) reading and filling g's cache."""
     return translate_stage(cfg, args, g=critic_g(cfg.models, cfg.output_dir))
 

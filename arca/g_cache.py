@@ -32,7 +32,7 @@ from lira.errors import LiRAError
 from lira.models import load_encoder
 from lira.models.loading import CHARS_PER_TOKEN, folder_fingerprint
 from lira.translation.critic import Encode
-from lira.translation.runner import g_encode
+from lira.translation.scoring import g_encode
 
 log = logging.getLogger(__name__)
 
@@ -300,7 +300,7 @@ class CachedGRetriever:
 def critic_g(models: ModelsConfig, output_dir: str | Path) -> Callable[[], tuple[Encode, str]]:
     """The embedding critic's (encode, name) factory for the run's g, through the run's g cache
     (``models.encoder_cache``, a sentence-level g): a source Arca embeds later (kind ``query``)
-    is then encoded once per run. Other g: :func:`lira.translation.runner.g_encode`."""
+    is then encoded once per run. Other g: :func:`lira.translation.scoring.g_encode`."""
 
     def build() -> tuple[Encode, str]:
         encoder = load_encoder(models)

@@ -31,7 +31,7 @@ from lira.data.types import Record
 from lira.models import load_backbone, load_encoder
 from lira.runconfig import RunConfig
 from lira.translation.config import TranslatorConfig
-from lira.translation.runner import fill_store
+from lira.translation.engine import fill_store
 from lira.translation.store import TranslationStore
 
 

@@ -166,7 +166,7 @@ def last_error(text: str) -> str:
 
 def run_stage(stage: str, procs: int, base: Path, work: Path, steps: int, batch: int) -> Run:
     """Copy ``stage``'s inputs from ``base`` into a fresh folder and time the command there."""
-    from lira.translation.runner import store_path
+    from lira.translation.engine import store_path
 
     out = work / f"{stage}-p{procs}"
     shutil.rmtree(out, ignore_errors=True)

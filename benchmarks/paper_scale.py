@@ -282,7 +282,7 @@ def import_candidates(cfg: RunConfig) -> int:
     the candidates differ; cost only), so the Actor picks at inference; returns the rows."""
     from lira.data.splits import load_splits
     from lira.data.xquad_r import plain_qid
-    from lira.translation.runner import store_path
+    from lira.translation.engine import store_path
     from lira.translation.store import TranslationStore
 
     splits = load_splits(cfg.data)
@@ -378,7 +378,7 @@ def _run(args: Namespace, lasr_steps: int, arca_steps: int) -> list[StageCost]:
     from evaluators.compare import run_compare
     from lasr.engine import run_lasr
     from lira.baselines.trainer import run_baselines
-    from lira.translation.runner import run_translate
+    from lira.translation.engine import run_translate
 
     run_args = Namespace(resume=False)
     meter, costs = Meter(), []

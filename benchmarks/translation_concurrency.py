@@ -19,7 +19,7 @@ import time
 
 from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
-from lira.translation.runner import fill_store
+from lira.translation.engine import fill_store
 from tests.translation.fake_openai import FakeServer
 
 

@@ -22,7 +22,7 @@ from translation_batching import model_ref, questions
 
 from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
-from lira.translation.runner import fill_store
+from lira.translation.engine import fill_store
 
 
 def main() -> None:

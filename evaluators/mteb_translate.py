@@ -21,7 +21,7 @@ from evaluators.mteb_eval import run_mteb
 from evaluators.mteb_tasks import load_tasks
 from lira.jsonio import write_json
 from lira.translation.config import PoolRun
-from lira.translation.runner import check_translated, fill_store
+from lira.translation.engine import check_translated, fill_store
 
 if TYPE_CHECKING:  # mteb is optional (the ``mteb`` extra): its types for annotations only
     from mteb.abstasks import AbsTask

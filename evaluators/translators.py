@@ -34,7 +34,7 @@ from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
 from lira.errors import UserInputError
 from lira.translation.config import CriticConfig, TranslatorConfig
-from lira.translation.runner import fill_store, store_path
+from lira.translation.engine import fill_store, store_path
 from lira.translation.store import TranslationStore
 from lira.translation.tuning import TuningRun, base_translator, output_folder, tuned_translator
 

@@ -23,7 +23,7 @@ from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
 from lira.jsonio import write_json
 from lira.training import config_fingerprint
-from lira.translation.runner import store_path
+from lira.translation.engine import store_path
 from lira.translation.store import TranslationStore
 
 log = logging.getLogger(__name__)

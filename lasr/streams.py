@@ -21,7 +21,7 @@ from lira.config import ModelsConfig
 from lira.encoding import check_texts
 from lira.models import Backbone
 from lira.translation.config import Pool, TranslationConfig, TranslatorConfig
-from lira.translation.runner import fill_store
+from lira.translation.engine import fill_store
 from lira.translation.store import TranslationStore
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 

@@ -314,7 +314,7 @@ def _eval_fingerprint(cfg: RunConfig, lasr_fp: str) -> str:
 
 def run_ablate(cfg: RunConfig, args: Namespace | None = None) -> list[dict[str, Any]]:
     """Engine of ``lira ablate``: train and evaluate the requested Table 5 rows, write the table."""
-    from lira.translation.runner import store_path
+    from lira.translation.engine import store_path
 
     asked = list(getattr(args, "rows", None) or ROWS)
     unknown = [r for r in asked if r not in ROWS]

@@ -72,7 +72,7 @@ def _fill_store(cfg: RunConfig) -> int:
     source (the untranslated text), XQuAD-R's English originals for the training sources, and
     critic scores that prefer the originals. Returns its number of rows."""
     from lira.data.splits import load_splits
-    from lira.translation.runner import run_translate, store_path
+    from lira.translation.engine import run_translate, store_path
     from lira.translation.store import TranslationStore, key_for
 
     splits = load_splits(cfg.data)

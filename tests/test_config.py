@@ -218,7 +218,7 @@ def test_relative_store_paths_may_not_leave_output_dir(store):
 def test_store_paths_inside_output_dir_or_absolute_are_accepted(tmp_path, caplog):
     import logging
 
-    from lira.translation.runner import store_path
+    from lira.translation.engine import store_path
 
     out = tmp_path / "run"
     for store in ("t.sqlite", "./sub/t.sqlite", "a/../t.sqlite"):
@@ -226,7 +226,7 @@ def test_store_paths_inside_output_dir_or_absolute_are_accepted(tmp_path, caplog
         assert store_path(cfg).resolve().is_relative_to(out.resolve()), store
     elsewhere = tmp_path / "shared" / "t.sqlite"  # absolute: explicit, used as is, and logged
     cfg = load_config(None, [f"output_dir={out}", f"translation.store={elsewhere}"])
-    with caplog.at_level(logging.INFO, logger="lira.translation.runner"):
+    with caplog.at_level(logging.INFO, logger="lira.translation.engine"):
         assert store_path(cfg) == elsewhere
         assert store_path(cfg) == elsewhere
     logged = [r.getMessage() for r in caplog.records if str(elsewhere) in r.getMessage()]

@@ -33,7 +33,7 @@ def _bench():
 def _base(tmp: Path, models_config) -> tuple[Path, RunConfig]:
     """A config (reference translators only, no critic) and an output folder with its store."""
     from lira.data.splits import load_splits
-    from lira.translation.runner import run_translate, store_path
+    from lira.translation.engine import run_translate, store_path
     from lira.translation.store import TranslationStore
 
     base = tmp / "base"

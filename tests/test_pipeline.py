@@ -56,7 +56,7 @@ def _config(tmp_path, models_config) -> RunConfig:
 def _import_machine_translations(cfg: RunConfig) -> None:
     """A non-gold English candidate for every source (the 'machine' translator, offline path)."""
     from lira.data.splits import load_splits
-    from lira.translation.runner import store_path
+    from lira.translation.engine import store_path
     from lira.translation.store import TranslationStore
 
     splits = load_splits(cfg.data)
@@ -140,7 +140,7 @@ def test_a_refused_stage_leaves_config_yaml_as_it_was(tmp_path, monkeypatch):
     import lira.pipeline as pipeline
     from lira.config import ConfigError
     from lira.errors import CheckpointError
-    from lira.translation.runner import NothingTranslated
+    from lira.translation.engine import NothingTranslated
 
     errors = iter([ConfigError("arca.train_encoder", "refused"), NothingTranslated("nothing"),
                    CheckpointError("no intact checkpoint")])  # fmt: skip

@@ -250,7 +250,8 @@ def test_a_file_where_a_folder_goes_is_a_user_error(tmp_path, err):
 
 
 def test_a_store_whose_parent_is_a_file_is_one_line(tmp_path):
-    from lira.translation.store import StoreError, TranslationStore
+    from lira.translation.schema import StoreError
+    from lira.translation.store import TranslationStore
 
     (tmp_path / "out").write_text("x")
     with pytest.raises(StoreError, match=r"out is a file, not a folder; move it away"):
@@ -382,7 +383,8 @@ def test_encode_of_a_non_text_is_one_line(models_config, texts, pattern):
 
 # ------------------------------------------------------------------ 7: --import on a full disk
 def test_an_import_stopped_by_a_full_disk_says_what_was_committed(tmp_path, monkeypatch):
-    from lira.translation.store import StoreError, TranslationStore
+    from lira.translation.schema import StoreError
+    from lira.translation.store import TranslationStore
 
     rows = [{"source_id": str(i), "source_text": f"Satz {i}", "source_lang": "de",
              "translation": f"Sentence {i}", "translator": "ref"} for i in range(40)]  # fmt: skip

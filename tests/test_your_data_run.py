@@ -29,7 +29,7 @@ class CountingTranslator:
 
 @pytest.mark.slow
 def test_lira_run_on_a_cross_lingual_beir_folder(tmp_path, models_config, monkeypatch):
-    import lira.translation.runner as runner
+    import lira.translation.engine as runner
     from lira.pipeline import run_pipeline
 
     folder = tmp_path / "my-beir"

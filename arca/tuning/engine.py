@@ -43,7 +43,7 @@ from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
 from lira.jsonio import write_json
 from lira.translation.critic import build_critic
-from lira.translation.runner import check_source
+from lira.translation.scheduling import check_source
 from lira.translation.tuning import base_translator, output_folder, tuned_translator
 
 log = logging.getLogger(__name__)

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -40,6 +39,7 @@ from lira.baselines.config import RecipeConfig, check_negatives, paper_recipe
 from lira.baselines.infonce import info_nce, positive_tau
 from lira.baselines.method import (
     BaselineMethod,
+    Batch,
     HookTrainer,
     batch_examples,
     passages_with_negatives,
@@ -209,7 +209,7 @@ class ClearMethod(BaselineMethod):
         rc = trainer.cfg.recipe_of("clear", ClearConfig)
         return ClearLoss(trainer.recipe.tau, tuple(rc.lambdas), reverse=rc.reverse)
 
-    def loss(self, trainer: HookTrainer, batch: dict[str, Any]) -> Tensor:
+    def loss(self, trainer: HookTrainer, batch: Batch) -> Tensor:
         ex, ids = batch_examples(trainer, batch)
         b, dev = len(ex), trainer.accelerator.device
         m = min(len(e.q_hn) for e in ex)

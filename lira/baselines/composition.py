@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -36,6 +36,9 @@ from torch import Tensor, nn
 
 from lira.baselines.clear import rank_window
 from lira.data.types import ParallelData
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +182,9 @@ class SentenceView(nn.Module):
     loss slices ``row`` into mini-batches; a column never mixes kinds.
     """
 
-    def __init__(self, encoder: nn.Module, tokenizer: Any, max_length: int) -> None:
+    def __init__(
+        self, encoder: nn.Module, tokenizer: PreTrainedTokenizerBase, max_length: int
+    ) -> None:
         super().__init__()
         self.encoder = encoder
         self.tokenizer = tokenizer  # checked by sentence-transformers; token ids never leave
@@ -200,7 +205,7 @@ class SentenceView(nn.Module):
 
 
 def gist_loss(
-    model: nn.Module, guide: nn.Module, tokenizer: Any, max_length: int, tau: float,
+    model: nn.Module, guide: nn.Module, tokenizer: PreTrainedTokenizerBase, max_length: int, tau: float,
     mini_batch: int,
 ) -> nn.Module:  # fmt: skip
     """sentence-transformers' CachedGISTEmbedLoss over :class:`SentenceView` s of two encoders."""

@@ -2,25 +2,53 @@
 
 :func:`save_baseline` writes config + safetensors + tokenizer + ``lira_baseline.json``
 (:data:`META_FILE`: pooling, prompts, max length, the method's details) and the run
-fingerprint; :func:`write_sentence_transformers_modules` adds the Pooling / Normalize modules;
+fingerprint (:func:`baseline_fingerprint`: the config values that shape the method's model,
+which ``--resume`` checks); :func:`write_sentence_transformers_modules` adds the Pooling / Normalize modules;
 :func:`load_baseline` loads a saved folder as a Backbone (:func:`baseline_models_config`).
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 
 from torch import nn
 
+from lira.baselines.config import BaselinesRun, flat_recipe
+from lira.baselines.data import NEGATIVES
+from lira.baselines.registry import get_method
 from lira.checkpoint.manifest import checkpoint_problem
 from lira.config import ModelsConfig
 from lira.errors import CheckpointError
 from lira.jsonio import read_json
 from lira.models import load_backbone
-from lira.training import atomic_dir, write_fingerprint
+from lira.training import atomic_dir, config_fingerprint, write_fingerprint
 
 META_FILE = "lira_baseline.json"
+
+BASELINE_UNSHAPING = ("baselines.report_to", "baselines.save_every")
+"""``baselines`` fields left out of the run fingerprint: where the terms are logged and how often
+checkpoints are written change nothing in the trained model."""
+
+
+def baseline_fingerprint(cfg: BaselinesRun, method: str) -> dict[str, object]:
+    """The config values that shape ``method``'s model: ``models.*`` (less cache settings),
+    ``data.*``, the shared budget / seed / LoRA fields, the method's own recipe fields
+    (``baselines.<recipe>.*``) and the fields of the negatives it mines (CLEAR's for InfoNCE,
+    CLEAR and LANCER). Recipe fields are fingerprinted by their flat names
+    (``baselines.clear_lr``), the names every saved baseline folder's fingerprint holds."""
+    bc = cfg.baselines
+    spec = get_method(method)
+    keep = {k: v for k, v in asdict(bc).items() if k not in ("methods", "recipes")}
+    own = spec.recipe_section()
+    if own:
+        keep.update(flat_recipe(bc, own))
+    for kind in spec.negatives:
+        _, section, keys = NEGATIVES[kind]
+        keep.update(flat_recipe(bc, section, keys))
+    stage = f"baseline {method}"
+    return config_fingerprint(stage, cfg, ("models", "data"), BASELINE_UNSHAPING, baselines=keep)
 
 
 def save_baseline(

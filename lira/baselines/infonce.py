@@ -15,14 +15,13 @@ own positive column.
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from lira.baselines.method import (
     BaselineMethod,
+    Batch,
     HookTrainer,
     batch_examples,
     passages_with_negatives,
@@ -125,7 +124,7 @@ class InfoNCEMethod(BaselineMethod):
     recipe = "clear"
     negatives = ("clear",)
 
-    def loss(self, trainer: HookTrainer, batch: dict[str, Any]) -> Tensor:
+    def loss(self, trainer: HookTrainer, batch: Batch) -> Tensor:
         ex, ids = batch_examples(trainer, batch)
         p_pos, p_hn, p_hn_ids = passages_with_negatives(trainer, ex)
         q_l = trainer.encode([e.q_tgt for e in ex], "query")

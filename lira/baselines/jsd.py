@@ -25,14 +25,13 @@ language's own file (``XQuADR.gold_sentence``). L_JSD is taken on the passage pa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from lira.baselines.config import RecipeConfig, paper_recipe
 from lira.baselines.infonce import info_nce, positive_tau
-from lira.baselines.method import BaselineMethod, HookTrainer, batch_examples
+from lira.baselines.method import BaselineMethod, Batch, HookTrainer, batch_examples
 
 
 def jsd_distance(z_a: Tensor, z_b: Tensor, eps: float = 1e-8) -> Tensor:
@@ -126,7 +125,7 @@ class JSDMethod(BaselineMethod):
         rc = trainer.cfg.recipe_of("jsd", JSDConfig)
         return JSDInfoNCELoss(trainer.recipe.tau, rc.weight, rc.eps)
 
-    def loss(self, trainer: HookTrainer, batch: dict[str, Any]) -> Tensor:
+    def loss(self, trainer: HookTrainer, batch: Batch) -> Tensor:
         ex, ids = batch_examples(trainer, batch)
         b = len(ex)
         p = trainer.encode([e.pos_text for e in ex] + [e.p_tgt for e in ex], "document")

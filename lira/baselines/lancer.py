@@ -26,22 +26,26 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lira.baselines.config import RecipeConfig, paper_recipe
+from lira.baselines.config import BaselinesRun, RecipeConfig, paper_recipe
 from lira.baselines.infonce import info_nce
 from lira.baselines.method import (
     BaselineMethod,
+    Batch,
+    Example,
+    HookTrainer,
     batch_examples,
     english_rows,
     passages_with_negatives,
 )
 from lira.config import check
 from lira.data.types import Record
+from lira.data.xquad_r import XQuADR
 
 log = logging.getLogger(__name__)
 by_id = attrgetter("id")
@@ -124,7 +128,7 @@ def language_index(langs: Sequence[str]) -> dict[str, int]:
 
 
 def lancer_texts(
-    dataset: Any, langs: list[str], examples: list[Any], seed: int
+    dataset: XQuADR, langs: list[str], examples: Sequence[Example], seed: int
 ) -> dict[str, list[str]]:
     """Non-parallel passages per language for LANCER's L_C batches (paper 002 §4.1: mC4 text).
 
@@ -173,7 +177,13 @@ class LancerMethod(BaselineMethod):
     config_class = LancerConfig
     negatives = ("clear",)
 
-    def prepare(self, cfg: Any, examples: list[Any], corpus: list[Any], dataset: Any) -> dict:
+    def prepare(
+        self,
+        cfg: BaselinesRun,
+        examples: Sequence[Example],
+        corpus: Sequence[Record],
+        dataset: XQuADR | None,
+    ) -> dict[str, object]:
         if dataset is None:
             raise ValueError("lancer needs XQuAD-R sentences for its non-parallel batches")
         langs = sorted({"en", *(e.lang for e in examples)})
@@ -181,20 +191,20 @@ class LancerMethod(BaselineMethod):
         log.info("lancer texts per language: %s", {k: len(v) for k, v in multilingual.items()})
         return {"multilingual": multilingual}
 
-    def check(self, trainer: Any) -> None:
+    def check(self, trainer: HookTrainer) -> None:
         if not trainer.multilingual:
             raise ValueError("method 'lancer' needs multilingual texts for its L_C batches")
 
-    def rows(self, trainer: Any) -> list[int]:
+    def rows(self, trainer: HookTrainer) -> list[int]:
         return english_rows(trainer.examples)
 
-    def draw(self, trainer: Any, batch: dict[str, Any], rng: random.Random) -> None:
+    def draw(self, trainer: HookTrainer, batch: Batch, rng: random.Random) -> None:
         texts, lang_ids = stratified_language_batch(
             trainer.multilingual, trainer.cfg.recipe_of("lancer", LancerConfig).per_language, rng
         )
         batch["ml_texts"], batch["ml_ids"] = texts, torch.tensor(lang_ids)
 
-    def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
+    def loss(self, trainer: HookTrainer, batch: Batch) -> Tensor:
         ex, ids = batch_examples(trainer, batch)
         p_pos, p_hn, p_hn_ids = passages_with_negatives(trainer, ex)
         q_en = trainer.encode([e.q_en for e in ex], "query")

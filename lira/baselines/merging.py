@@ -28,17 +28,28 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import torch
+from accelerate.utils import set_seed
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from lira.baselines.composition import build_composition, gist_features, gist_loss
-from lira.baselines.config import RecipeConfig, check_negatives, paper_recipe
-from lira.baselines.method import BaselineMethod, english_rows
+from lira.baselines.composition import (
+    CompositionExample,
+    build_composition,
+    gist_features,
+    gist_loss,
+)
+from lira.baselines.config import BaselinesRun, RecipeConfig, check_negatives, paper_recipe
+from lira.baselines.export import baseline_fingerprint, save_baseline
+from lira.baselines.method import BaselineMethod, Batch, Example, HookTrainer, english_rows
+from lira.baselines.trainer import ContrastiveTrainer, fixed_batches, train_stats
 from lira.config import check
+from lira.data.types import ParallelData, Record
+from lira.data.xquad_r import XQuADR
 from lira.errors import UserInputError
+from lira.models import load_backbone
 from lira.training import atomic_dir
 
 log = logging.getLogger(__name__)
@@ -216,19 +227,19 @@ class GistMethod(BaselineMethod):
     name = "gist"
     recipe = "merging"
 
-    def check(self, trainer: Any) -> None:
+    def check(self, trainer: HookTrainer) -> None:
         if trainer.composition is None or trainer.guide is None:
             raise ValueError("method 'gist' needs composition examples and a guide model")
 
-    def n_rows(self, trainer: Any) -> int:
+    def n_rows(self, trainer: HookTrainer) -> int:
         return len(trainer.composition)
 
-    def setup(self, trainer: Any) -> Any:
+    def setup(self, trainer: HookTrainer) -> torch.nn.Module:
         bb = trainer.backbone
         return gist_loss(trainer.model, trainer.guide, bb.tokenizer, bb.max_length,
                          trainer.recipe.tau, trainer.cfg.recipe_of("merging", MergingConfig).mini_batch)  # fmt: skip
 
-    def loss(self, trainer: Any, batch: dict[str, Any]) -> Tensor:
+    def loss(self, trainer: HookTrainer, batch: Batch) -> Tensor:
         ex = [trainer.composition[i] for i in batch["rows"]]
         k = min(len(e.negatives) for e in ex)
         columns = [[e.query for e in ex], [e.positive for e in ex]]
@@ -252,26 +263,19 @@ class MergingMethod(BaselineMethod):
     own_loop = True
 
     def train(
-        self, cfg: Any, examples: list[Any], corpus: list[Any], dataset: Any, out: Path
-    ) -> dict[str, Any]:
-        from accelerate.utils import set_seed
-
-        from lira.baselines.export import save_baseline
-        from lira.baselines.trainer import (
-            ContrastiveTrainer,
-            baseline_fingerprint,
-            fixed_batches,
-            train_stats,
-        )
-        from lira.data.types import ParallelData
-        from lira.models import load_backbone
-
+        self,
+        cfg: BaselinesRun,
+        examples: Sequence[Example],
+        corpus: Sequence[Record],
+        dataset: XQuADR | None,
+        out: Path,
+    ) -> dict[str, object]:
         t0 = time.perf_counter()
         bc = cfg.baselines
         rc = bc.recipe_of("merging", MergingConfig)
         langs = sorted({e.lang for e in examples})
 
-        def composition(rows: list[int], q_lang: str) -> list[Any]:
+        def composition(rows: list[int], q_lang: str) -> list[CompositionExample]:
             ex = [examples[i] for i in rows]
             ids = [e.qid for e in ex]
             q = ParallelData(ids, {q_lang: [e.q_en if q_lang == "en" else e.q_tgt for e in ex]})
@@ -280,7 +284,7 @@ class MergingMethod(BaselineMethod):
             return build_composition(q, p, f"{q_lang}enen", negs)
 
         # D(l en en): target queries of every training language; D(en en en): each question once
-        cross: list[Any] = []
+        cross: list[CompositionExample] = []
         for lang in langs:
             cross += composition([i for i, e in enumerate(examples) if e.lang == lang], lang)
         todo = [(f"{'+'.join(langs)}-en-en", cross)]
@@ -288,7 +292,7 @@ class MergingMethod(BaselineMethod):
             todo.append(("en-en-en", composition(english_rows(examples), "en")))
         guide = load_backbone(cfg.models).eval().requires_grad_(False)  # the frozen base model
         fingerprint = baseline_fingerprint(cfg, "merging")
-        parts: dict[str, Any] = {}
+        parts: dict[str, dict[str, object]] = {}
         models, first = [], None
         for name, comp in todo:
             set_seed(bc.seed)

@@ -8,7 +8,8 @@ The hooks receive the trainer, whose attributes a method reads: ``examples`` (th
 ``corpus_key`` (document ids -> the indices that in-batch masking compares), ``cfg`` (the
 ``baselines`` config), ``recipe``, ``objective`` (what :meth:`BaselineMethod.setup` returned),
 ``data`` (what :meth:`BaselineMethod.prepare` returned beyond the trainer's own arguments),
-``accelerator`` and :meth:`~lira.baselines.trainer.ContrastiveTrainer.encode`.
+``multilingual`` / ``composition`` / ``guide`` (LANCER's and paper 001's data), ``model`` /
+``backbone``, ``accelerator`` and :meth:`~lira.baselines.trainer.ContrastiveTrainer.encode`.
 
 This module imports no trainer module (and the config only for its types), so a method file
 can import it freely.
@@ -24,13 +25,17 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from lira.baselines.config import RecipeConfig
+from lira.baselines.config import BaselinesConfig, BaselinesRun, RecipeConfig
 from lira.data.types import Record
 
 if TYPE_CHECKING:
     from lira.data.xquad_r import XQuADR
+
+Batch = dict[str, Any]
+"""One training batch: ``rows`` (example indices) and whatever the method's
+:meth:`BaselineMethod.draw` adds (its values are the method's own)."""
 
 DEFAULT_RECIPE: Mapping[str, float | int | str] = MappingProxyType(asdict(RecipeConfig()))
 """The recipe of a method without paper hyper-parameters of its own (``recipe = None``); the
@@ -61,6 +66,20 @@ class Example(Protocol):
     def q_hn(self) -> list[int]: ...
     @property
     def gist_hn(self) -> list[int]: ...
+
+
+class Composed(Protocol):
+    """What a method reads of one language-composition row
+    (:class:`~lira.baselines.composition.CompositionExample`)."""
+
+    @property
+    def query(self) -> str: ...
+
+    @property
+    def positive(self) -> str: ...
+
+    @property
+    def negatives(self) -> list[str]: ...
 
 
 class RecipeView(Protocol):
@@ -96,8 +115,7 @@ class HookTrainer(Protocol):
     @property
     def rows(self) -> Sequence[int] | None: ...
     @property
-    def cfg(self) -> Any:  # the ``baselines`` config: this module imports no config module
-        ...
+    def cfg(self) -> BaselinesConfig: ...
     @property
     def recipe(self) -> RecipeView: ...
     @property
@@ -105,6 +123,21 @@ class HookTrainer(Protocol):
         ...
     @property
     def data(self) -> Mapping[str, object]: ...
+
+    @property
+    def multilingual(self) -> Mapping[str, list[str]]: ...
+
+    @property
+    def composition(self) -> Sequence[Composed] | None: ...
+
+    @property
+    def guide(self) -> nn.Module | None: ...
+
+    @property
+    def model(self) -> nn.Module: ...
+
+    @property
+    def backbone(self) -> nn.Module: ...
     @property
     def accelerator(self) -> DeviceHolder: ...
 
@@ -139,7 +172,7 @@ class BaselineMethod:
 
     def prepare(
         self,
-        cfg: Any,
+        cfg: BaselinesRun,
         examples: Sequence[Example],
         corpus: Sequence[Record],
         dataset: XQuADR | None,
@@ -164,16 +197,16 @@ class BaselineMethod:
         the model is prepared."""
         return None
 
-    def draw(self, trainer: HookTrainer, batch: dict[str, Any], rng: random.Random) -> None:
+    def draw(self, trainer: HookTrainer, batch: Batch, rng: random.Random) -> None:
         """Add what the loss needs beyond ``batch["rows"]`` (drawn from ``rng``)."""
 
-    def loss(self, trainer: HookTrainer, batch: dict[str, Any]) -> Tensor:
+    def loss(self, trainer: HookTrainer, batch: Batch) -> Tensor:
         """The method's loss on one batch."""
         raise NotImplementedError(f"baseline method {self.name!r} defines no loss")
 
     def train(
         self,
-        cfg: Any,
+        cfg: BaselinesRun,
         examples: Sequence[Example],
         corpus: Sequence[Record],
         dataset: XQuADR | None,
@@ -193,7 +226,7 @@ def english_rows(examples: Sequence[Example]) -> list[int]:
     return sorted(first.values())
 
 
-def batch_examples(trainer: HookTrainer, batch: dict[str, Any]) -> tuple[list[Example], Tensor]:
+def batch_examples(trainer: HookTrainer, batch: Batch) -> tuple[list[Example], Tensor]:
     """The batch's examples and the document index of each gold passage (on the device)."""
     ex = [trainer.examples[i] for i in batch["rows"]]
     dev = trainer.accelerator.device

@@ -2,11 +2,13 @@
 
 Adding a baseline is one new file that defines a :class:`~lira.baselines.method.BaselineMethod`
 (its recipe dataclass, the data it needs, how it draws a batch and computes its loss) plus one
-line in :data:`METHODS`, the table of :mod:`lira.baseline_names` (it imports nothing, so that
+line in :data:`METHODS`, the table of :mod:`lira.baselines.names` (it imports nothing, so that
 :mod:`lira.baselines.config` validates ``baselines.methods`` against it and finds each
-method's recipe section, ``baselines.<name>.*``, without importing a method before it is used). The entries are ``"module:attribute"`` strings, imported only when a method is
-used. A value may also be the method object itself (tests and plugins register one with
-:func:`register`, into the same table).
+method's recipe section, ``baselines.<name>.*``, without importing a method before it is
+used). The entries are ``"module:attribute"`` strings, imported only when a method is used.
+A value may also be the method object itself (tests and plugins register one with
+:func:`register`, into the same table). A resolved method is typed ``Any``: this module
+imports no method module, so it cannot name :class:`~lira.baselines.method.BaselineMethod`.
 """
 
 from __future__ import annotations
@@ -14,22 +16,22 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from lira.baseline_names import METHODS, method_names
+from lira.baselines.names import METHODS, method_names
 
 __all__ = ["METHODS", "PARTS", "all_methods", "get_method", "method_names", "register"]
 
-PARTS: dict[str, Any] = {
+PARTS: dict[str, object] = {
     "gist": "lira.baselines.merging:GIST",  # one fine-tune of paper 001's merging
 }
 """Objectives other methods train with, not selectable on their own."""
 
 
-def register(name: str, method: Any) -> None:
+def register(name: str, method: object) -> None:
     """Add (or replace) a selectable method: a method object or a ``"module:attribute"``."""
     METHODS[name] = method
 
 
-def _resolve(entry: Any) -> Any:
+def _resolve(entry: object) -> Any:
     if not isinstance(entry, str):
         return entry
     module, _, attr = entry.partition(":")

@@ -7,50 +7,28 @@ warm-up, weight decay, temperature); ``cfg.baselines.steps`` / ``batch_size`` / 
 shared budget that overrides them for every method. The recipe in force is logged and written
 to ``<output_dir>/baselines/summary.json``.
 
-The methods are registered in :mod:`lira.baselines.registry` (name -> method object); each
-method's file defines its object (:class:`~lira.baselines.method.BaselineMethod`: recipe, the
-data and negatives it needs, its batches and its loss), and this trainer runs every one:
+The methods are registered in :mod:`lira.baselines.registry` (name -> method object; the
+list and the papers' departures are in :mod:`lira.baselines`); each method's file defines its
+object (:class:`~lira.baselines.method.BaselineMethod`: recipe, the data and negatives it
+needs, its batches and its loss), and this trainer runs every one.
 
-- ``infonce`` (:mod:`~lira.baselines.infonce`, CLEAR's baseline, paper 000 §4.2): target
-  query -> English gold sentence, in-batch + the same hard negatives as CLEAR, CLEAR's recipe.
-- ``clear`` (:mod:`~lira.baselines.clear`): CLEAR's loss with 5 hard negatives sampled from
-  ranks 30-100 of the initial model's retrieval, for passages and target-language queries.
-- ``lancer`` (:mod:`~lira.baselines.lancer`, paper 002): English InfoNCE + λ·L_C on a
-  multilingual batch of non-parallel sentences per language.
-- ``jsd`` (:mod:`~lira.baselines.jsd`, paper 003): L_JSD(p_en, p_tgt) + L_NCE(anchor p_tgt,
-  positive q_en, in-batch English queries).
-- ``merging`` (:mod:`~lira.baselines.merging`, paper 001): the D(l en en) fine-tune (GIST loss,
-  App. B.2 negatives) weight-averaged with the base model or a D(en en en) fine-tune.
-
-Departures, where a paper's setting cannot be had here or is not stated: the retriever that
-mines negatives and paper 001's GIST guide are the initial backbone (the papers use each
-model itself for CLEAR, NV-Embed-v2 and bge-m3 for paper 001, not available offline); paper
-001's sixth, LLM-generated negative has no counterpart; one model is trained on all training
-languages with every question in each (CLEAR's multilingual expansion uses non-overlapping
-questions per language); LANCER scores with cosine / τ (its retrievers score unnormalised
-dot products, ours output unit vectors); paper 003's learning rate is per backbone (App. C),
-the default is its mE5-large value; the maximum length is ``models.backbone_max_length`` for
-every method (CLEAR: 512).
-
-The training examples come from ``lira.data.splits.load_splits(cfg.data)``: ``train_parallel``
-(questions in English and the training languages, aligned by question id),
-``train_retrieval`` (training-language queries ``<qid>@<lang>`` -> English gold sentence) and
-``dataset`` (XQuAD-R: the gold sentence of a question in every language).
+The training examples, mined negatives and recipes are in :mod:`lira.baselines.data`
+(``train_parallel``, ``train_retrieval`` and the XQuAD-R ``dataset`` of
+``lira.data.splits.load_splits(cfg.data)``), the saved folders in :mod:`lira.baselines.export`.
 
 :class:`ContrastiveTrainer` is a :class:`lira.training.Trainer` (its loop, checkpoints and
 non-finite step skipping; ``train(resume=False)``, ``finalize()``, ``baselines.max_grad_norm``,
 ``baselines.report_to``) whose step draws a method's batch and loss (CLEAR, LANCER and JSD need
 several encodings per step and extra batches); its AdamW is torch's fused (or foreach) kernel.
-The training rows, negatives and recipes are in :mod:`lira.baselines.data`, the saved folders
-in :mod:`lira.baselines.export`. Each method's loss is
-measured before and after training on the same fixed batches in eval mode. The final models are
-HF folders (config + safetensors + tokenizer + ``lira_baseline.json`` holding pooling and
-prompts), written atomically and loadable with :func:`~lira.baselines.export.load_baseline`; each also holds the run
-fingerprint (:func:`baseline_fingerprint`): ``--resume`` skips a finished method only when its
-fingerprint matches the config and refuses otherwise, and continues an unfinished one from its
-latest ``<method>-checkpoints/step-*`` (written every ``baselines.save_every`` steps; 0 = none).
-A step whose loss or gradient norm is not finite is skipped and counted (``nonfinite_steps`` in
-``summary.json``).
+Each method's loss is measured before and after training on the same fixed batches in eval
+mode. The final models are HF folders (config + safetensors + tokenizer +
+``lira_baseline.json`` holding pooling and prompts), written atomically and loadable with
+:func:`~lira.baselines.export.load_baseline`; each also holds the run fingerprint
+(:func:`~lira.baselines.export.baseline_fingerprint`): ``--resume`` skips a finished method
+only when its fingerprint matches the config and refuses otherwise, and continues an
+unfinished one from its latest ``<method>-checkpoints/step-*`` (written every
+``baselines.save_every`` steps; 0 = none). A step whose loss or gradient norm is not finite is
+skipped and counted (``nonfinite_steps`` in ``summary.json``).
 """
 
 from __future__ import annotations
@@ -77,7 +55,7 @@ from lira.accelerator import (
 )
 from lira.baselines.clear import ClearConfig
 from lira.baselines.composition import CompositionExample
-from lira.baselines.config import BaselinesConfig, BaselinesRun, flat_baselines, flat_recipe
+from lira.baselines.config import BaselinesConfig, BaselinesRun, flat_baselines
 from lira.baselines.data import (
     NEGATIVES,
     TrainExample,
@@ -86,8 +64,13 @@ from lira.baselines.data import (
     recipe,
     training_splits,
 )
-from lira.baselines.export import META_FILE, save_baseline
-from lira.baselines.method import BaselineMethod
+from lira.baselines.export import (
+    BASELINE_UNSHAPING,
+    META_FILE,
+    baseline_fingerprint,
+    save_baseline,
+)
+from lira.baselines.method import BaselineMethod, Batch
 from lira.baselines.registry import get_method, method_names
 from lira.config import ConfigError, ModelsConfig
 from lira.data.types import Record
@@ -99,7 +82,6 @@ from lira.training import (
     Trainer,
     TrainerState,
     check_fingerprint,
-    config_fingerprint,
     rng_state,
     run_fingerprint,
     set_rng_state,
@@ -108,16 +90,9 @@ from lira.training import (
 
 log = logging.getLogger(__name__)
 
-Batch = dict[str, object]
-"""One training batch: ``rows`` (example indices) and what the method adds."""
-
 MIXED_PRECISION = {"bfloat16": "bf16", "float16": "fp16"}
 """accelerate's autocast for ``models.dtype``: the trainable weights stay fp32 (master
 weights, updated by AdamW in fp32) and the forward runs in the configured dtype."""
-
-BASELINE_UNSHAPING = ("baselines.report_to", "baselines.save_every")
-"""``baselines`` fields left out of the run fingerprint: where the terms are logged and how often
-checkpoints are written change nothing in the trained model."""
 
 
 class ContrastiveTrainer(Trainer):
@@ -207,7 +182,7 @@ class ContrastiveTrainer(Trainer):
         log.info("%s recipe: %s (global batch; %d per process)", method, json.dumps(asdict(r)),
                  r.batch_size // world)  # fmt: skip
         checkpoints = self.output_dir.with_name(self.output_dir.name + "-checkpoints")
-        what = f"baseline {method}"  # fingerprinted flat (baselines.clear_tau), as before the split
+        what = f"baseline {method}"  # fingerprinted by flat names (baselines.clear_tau)
         fingerprint = fingerprint or run_fingerprint(
             what, {"baselines": flat_baselines(cfg)}, self.unshaping
         )
@@ -362,7 +337,7 @@ class ContrastiveTrainer(Trainer):
         params = self._trainable()
         if set(state["params"]) != set(params):
             raise ValueError("its trainable parameters differ from this model's")
-        rngs = state["rngs"] if "rngs" in state else [state["rng"]]  # before: one process's
+        rngs = state["rngs"] if "rngs" in state else [state["rng"]]  # one process: "rng"
         world = int(state.get("world", 1))
         if world != self.world:  # each process's slice of a batch depends on the count
             raise CheckpointError(
@@ -400,25 +375,6 @@ def train_stats(
         "train_loss_first": h[0] if h else None, "train_loss_last": h[-1] if h else None,
         "nonfinite_steps": trainer.nonfinite_steps,
     }  # fmt: skip
-
-
-def baseline_fingerprint(cfg: BaselinesRun, method: str) -> dict[str, object]:
-    """The config values that shape ``method``'s model: ``models.*`` (less cache settings),
-    ``data.*``, the shared budget / seed / LoRA fields, the method's own recipe fields
-    (``baselines.<recipe>.*``) and the fields of the negatives it mines (CLEAR's for InfoNCE,
-    CLEAR and LANCER). Recipe fields keep their flat names (``baselines.clear_lr``), so the
-    fingerprints of earlier runs still match."""
-    bc = cfg.baselines
-    spec = get_method(method)
-    keep = {k: v for k, v in asdict(bc).items() if k not in ("methods", "recipes")}
-    own = spec.recipe_section()
-    if own:
-        keep.update(flat_recipe(bc, own))
-    for kind in spec.negatives:
-        _, section, keys = NEGATIVES[kind]
-        keep.update(flat_recipe(bc, section, keys))
-    stage = f"baseline {method}"
-    return config_fingerprint(stage, cfg, ("models", "data"), BASELINE_UNSHAPING, baselines=keep)
 
 
 def train_method(

@@ -6,7 +6,7 @@ moves no other text to another shard, and identical texts (which share store row
 in the same shard. Shard ``i`` of ``n`` fills its own store next to the configured one,
 ``<store stem>.shard-<i>-of-<n><suffix>`` (:func:`shard_store_path`), so nodes need no shared
 file system; ``--merge`` copies the rows of every shard store into the configured store
-(:meth:`~lira.translation.store.TranslationStore.merge_from`).
+(:func:`merge_shards`, :meth:`~lira.translation.store.TranslationStore.merge_from`).
 
 With no ``--shard``, ``lira translate`` takes the shard from a launcher's environment
 (:func:`shard_from_env`: ``RANK``/``WORLD_SIZE`` as set by torchrun and ``accelerate launch``,
@@ -20,11 +20,15 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from lira.errors import UserInputError
+from lira.errors import MissingFileError, UserInputError
+from lira.jsonio import write_json
+from lira.translation.config import TranslationRun
+from lira.translation.store import TranslationStore
 
 log = logging.getLogger(__name__)
 
@@ -123,3 +127,73 @@ def missing_shards(found: list[Shard]) -> list[Shard]:
         have = {s.index for s in found if s.count == n}
         out += [Shard(i, n) for i in range(n) if i not in have]
     return out
+
+
+def merge_shards(
+    cfg: TranslationRun, main: Path, paths: list[str] | None = None
+) -> dict[str, object]:
+    """``lira translate CONFIG --merge [STORE …]``: copy shard stores into the configured store
+    ``main``.
+
+    ``paths``: the shard stores to merge; none = every ``<store>.shard-<i>-of-<n>`` file next to
+    the configured store. Each store is merged in one transaction (same key -> one row, see
+    :meth:`TranslationStore.merge_from`), so an interrupted merge leaves whole stores merged and
+    merging again adds nothing twice. Prints a summary and writes translate_merge_summary.json.
+    """
+    if paths:
+        shards = [Path(p) for p in paths]
+        for p in shards:
+            if not p.is_file():
+                hint = " (put key=value overrides before --merge)" if "=" in p.name else ""
+                raise MissingFileError(f"--merge: shard store {str(p)!r} does not exist{hint}")
+    else:
+        found = find_shard_stores(main)
+        if not found:
+            raise MissingFileError(
+                f"--merge: no shard stores next to {main} (expected "
+                f"{shard_store_path(main, Shard(0, 2)).name}, …); run `lira translate CONFIG "
+                "--shard I/N` first, or list the shard stores after --merge"
+            )
+        for s in missing_shards([s for s, _ in found]):
+            log.warning(
+                "--merge: shard %s (%s) is missing; its source texts will not be in %s",
+                s, shard_store_path(main, s).name, main,
+            )  # fmt: skip
+        shards = [p for _, p in found]
+    for p in shards:
+        if p.resolve() == main.resolve():
+            raise UserInputError(f"--merge: {p} is the configured store itself; list shard stores")
+    t0 = time.perf_counter()
+    per: dict[str, dict[str, int]] = {}
+    with TranslationStore(main, cfg.translation.commit_every) as store:
+        for p in shards:
+            with TranslationStore(p, cfg.translation.commit_every) as shard_store:
+                if busy := shard_store.live_leases():
+                    log.warning(
+                        "--merge: %s has %d live lease(s): a process may still be filling it; "
+                        "merge again when it has finished", p, busy,
+                    )  # fmt: skip
+                per[str(p)] = store.merge_from(shard_store)
+        rows = store.count()
+    total = {k: sum(s[k] for s in per.values()) for k in ("rows", "added", "duplicates",
+                                                          "conflicts", "replaced")}  # fmt: skip
+    summary: dict[str, object] = {
+        "store": str(main), "shards": per, **total, "store_rows": rows,
+        "seconds": round(time.perf_counter() - t0, 3),
+    }  # fmt: skip
+    print(f"merged {len(per)} shard store(s) into {main}:")
+    for p, s in per.items():
+        print(f"  {p}: {s['rows']} rows, {s['added']} added, {s['duplicates']} duplicates "
+              f"skipped, {s['conflicts']} conflicts ({s['replaced']} replaced)")  # fmt: skip
+    print(f"total: {total['rows']} rows read, {total['added']} added, {total['duplicates']} "
+          f"duplicates skipped, {total['conflicts']} conflicts ({total['replaced']} replaced); "
+          f"the store has {rows} rows")  # fmt: skip
+    if total["conflicts"]:
+        log.warning(
+            "--merge: %d key(s) differ between stores; kept one row each (ok over failed, "
+            "scored over unscored, then the earlier one)", total["conflicts"],
+        )  # fmt: skip
+    out = Path(cfg.output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    write_json(out / "translate_merge_summary.json", summary)
+    return summary

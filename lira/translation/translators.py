@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from lira.encoding import length_batches
 from lira.prompts import translation_prompt
@@ -35,6 +35,7 @@ from lira.translation.config import TranslatorConfig
 
 if TYPE_CHECKING:
     import torch
+    from vllm import LLM
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +101,7 @@ class TransformersTranslator:
     def __init__(
         self, cfg: TranslatorConfig, device: str | None = None, cache_dir: str = ""
     ) -> None:
+        # imported here: an API-only translate pass never loads torch or transformers
         import torch
 
         from lira.models.generators import is_seq2seq, load_causal_lm, load_seq2seq
@@ -202,12 +204,13 @@ class TransformersTranslator:
 
 
 # ------------------------------------------------------------------------------ vLLM
-_ENGINES: dict[tuple, Any] = {}
+_ENGINES: dict[tuple[str, int, str], LLM] = {}
+"""The vLLM engines built in this process, by (model path, tensor parallel size, options)."""
 
 
 def vllm_engine(
     model: str, tensor_parallel_size: int = 1, *, cache_dir: str = "", **options: object
-) -> Any:  # a vllm.LLM (vllm is optional)
+) -> LLM:
     """A cached ``vllm.LLM`` for ``model`` (sizing from ``LIRA_VLLM_*`` environment variables).
 
     ``model`` resolves as :func:`lira.models.resolve_path` does (``cache_dir``: where demo
@@ -219,7 +222,7 @@ def vllm_engine(
     are (e.g. ``enable_prompt_embeds=True``, a translator's ``engine_kwargs``), override those
     defaults, and are part of the cache key.
     """
-    from lira.models.loading import resolve_path
+    from lira.models.loading import resolve_path  # here: loading imports torch
 
     path = resolve_path(model, cache_dir, "qwen3-lm")
     key = (path, tensor_parallel_size, json.dumps(options, sort_keys=True, default=repr))

@@ -20,7 +20,7 @@ from .conftest import noisy
 def test_run_arca_reads_the_store_and_writes_a_checkpoint(models_config, tmp_path):
     from arca.engine import run_arca
     from lira.data.splits import load_splits
-    from lira.translation.runner import store_path
+    from lira.translation.engine import store_path
     from lira.translation.store import TranslationStore
 
     refs = [TranslatorConfig(name=n, kind="reference", role="mt") for n in ("xquad-en", "noisy")]

@@ -48,7 +48,7 @@ def _config(tmp_path, demo_cache, **reason) -> RunConfig:
 def _import_gold(cfg: RunConfig) -> dict[str, list[str]]:
     """Store the English originals as the 'gold' translator: XQuAD-R and the reasoning files."""
     from lira.data.splits import load_splits
-    from lira.translation.runner import store_path
+    from lira.translation.engine import store_path
     from lira.translation.store import TranslationStore
 
     splits = load_splits(cfg.data)

@@ -112,7 +112,7 @@ def fill_worker(out_dir: str, url: str, texts: list[str], barrier: Any, results:
     """Process target: wait at ``barrier``, fill the store, put the summary on ``results``."""
     import logging
 
-    from lira.translation import runner
+    from lira.translation import engine as runner
 
     logging.basicConfig(level=logging.WARNING)
     runner.LEASE_POLL_S = 0.05

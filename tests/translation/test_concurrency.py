@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
-from lira.translation.runner import fill_store
+from lira.translation.engine import fill_store
 
 from .fake_openai import FakeServer
 

@@ -80,7 +80,7 @@ def test_embedding_critic_config():
 def test_fill_store_scores_with_the_run_g_and_stores_like_the_llm_critic(tmp_path):
     from lira.config import ModelsConfig
     from lira.translation.config import Pool, TranslationConfig, TranslatorConfig
-    from lira.translation.runner import fill_store, store_path
+    from lira.translation.engine import fill_store, store_path
     from lira.translation.store import TranslationStore
 
     ref = TranslatorConfig(name="ref", kind="reference", role="mt", train_only=True)

@@ -17,7 +17,7 @@ from lira.runconfig import RunConfig
 from lira.translation import translators
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.critic import build_critic
-from lira.translation.runner import fill_store, store_path
+from lira.translation.engine import fill_store, store_path
 from lira.translation.store import TranslationStore
 
 SRC = "Der Hund schläft."

@@ -17,11 +17,12 @@ from collections import Counter
 
 import pytest
 
-from lira.translation import runner
+from lira.translation import engine as runner
 from lira.translation.config import CriticConfig, TranslatorConfig
 from lira.translation.critic import build_critic
-from lira.translation.runner import fill_store, store_path
-from lira.translation.store import SCHEMA_VERSION, Row, StoreError, TranslationStore
+from lira.translation.engine import fill_store, store_path
+from lira.translation.schema import SCHEMA_VERSION, StoreError
+from lira.translation.store import Row, TranslationStore, key_for
 from lira.translation.translators import ChatClient, api_key, is_loopback
 
 from .fake_openai import FakeServer, fill_worker, run_config
@@ -123,7 +124,7 @@ def test_texts_leased_by_a_live_process_are_waited_for_not_redone(tmp_path, serv
     t = cfg.translation.mt_translators[0]
     other = TranslationStore(store_path(cfg))
     other.owner = "elsewhere:1:x"
-    held = [runner.key_for(x, "de", t) for x in texts[:2]]
+    held = [key_for(x, "de", t) for x in texts[:2]]
     assert other.claim(held) == held
     other.close()
 

@@ -14,6 +14,7 @@ import pytest
 
 from lira.cli import main
 from lira.translation.config import TranslatorConfig
+from lira.translation.schema import COLUMNS as _COLUMNS
 from lira.translation.shards import (
     Shard,
     find_shard_stores,
@@ -22,7 +23,7 @@ from lira.translation.shards import (
     shard_of,
     shard_store_path,
 )
-from lira.translation.store import _COLUMNS, Row, TranslationStore
+from lira.translation.store import Row, TranslationStore
 
 from .fake_openai import FakeServer
 

@@ -150,7 +150,7 @@ RUNNER = textwrap.dedent(
     import json, sys
     from lira.runconfig import RunConfig
     from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
-    from lira.translation.runner import fill_store
+    from lira.translation.engine import fill_store
     out, model, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     mt = TranslatorConfig(name="mt", kind="transformers", role="mt", model=model,
                           batch_size=2, max_new_tokens=8)

@@ -95,7 +95,7 @@ def test_resume_continues_from_the_last_checkpoint(tuned_run, tmp_path):
 
 
 def test_store_keeps_tuned_and_base_candidates_apart(tuned_run, tmp_path):
-    from lira.translation.runner import fill_store
+    from lira.translation.engine import fill_store
 
     cfg, _ = tuned_run
     base = cfg.translation.llm_translators[0]

@@ -10,7 +10,8 @@ import pytest
 
 from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
-from lira.translation.runner import EMPTY_SOURCE, fill_store, run_translate, store_path
+from lira.translation.engine import fill_store, run_translate, store_path
+from lira.translation.scheduling import EMPTY_SOURCE
 from lira.translation.store import TranslationStore
 
 
