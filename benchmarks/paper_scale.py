@@ -377,7 +377,7 @@ def _run(args: Namespace, lasr_steps: int, arca_steps: int) -> list[StageCost]:
     from arca.engine import run_arca
     from evaluators.compare import run_compare
     from lasr.engine import run_lasr
-    from lira.baselines.trainer import run_baselines
+    from lira.baselines.engine import run_baselines
     from lira.translation.runner import run_translate
 
     run_args = Namespace(resume=False)

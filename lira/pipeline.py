@@ -66,7 +66,7 @@ STAGES: dict[str, Stage] = {
                   "train Arca (encoder g, Adaptor, Actor)"),
     "lasr": Stage("lasr", "lasr.engine:run_lasr", ("lasr",), LaSRConfig,
                   "fine-tune LaSR (fusion head, gate and Arca's Adaptor) end to end"),
-    "baselines": Stage("baseline", "lira.baselines.trainer:run_baselines", ("baselines",),
+    "baselines": Stage("baseline", "lira.baselines.engine:run_baselines", ("baselines",),
                        BaselinesConfig, "train the baselines of papers 000-003 on the same data"),
     "compare": Stage("compare", "evaluators.compare:run_compare", ("eval",), EvalConfig,
                      "evaluate the backbone, LiRA and every baseline on the same scenarios"),

@@ -125,8 +125,8 @@ def test_the_baseline_optimizer_is_fused_or_foreach():
 def test_the_baseline_trainer_honours_report_to_and_max_grad_norm(models_config, tmp_path):
     """baselines.report_to picks the tracker (make_accelerator), the loss reaches it through
     log_metrics, gradients are clipped at baselines.max_grad_norm, finalize writes the folder."""
-    from lira.baselines.data import training_splits
-    from lira.baselines.trainer import ContrastiveTrainer, build_examples
+    from lira.baselines.data import build_examples, training_splits
+    from lira.baselines.trainer import ContrastiveTrainer
     from lira.models import load_backbone
 
     no_negatives = {"clear": ClearConfig(negatives=0)}

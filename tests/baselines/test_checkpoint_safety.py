@@ -15,12 +15,9 @@ from safetensors.torch import load_file
 
 from lira.baselines.clear import ClearConfig
 from lira.baselines.config import BaselinesConfig
-from lira.baselines.data import training_splits
-from lira.baselines.trainer import (
-    ContrastiveTrainer,
-    build_examples,
-    run_baselines,
-)
+from lira.baselines.data import build_examples, training_splits
+from lira.baselines.engine import run_baselines
+from lira.baselines.trainer import ContrastiveTrainer
 from lira.checkpoint import FINGERPRINT_FILE, CheckpointError
 from lira.config import DataConfig
 from lira.runconfig import RunConfig

@@ -15,8 +15,9 @@ import torch.nn.functional as F
 
 from lira.baselines import registry
 from lira.baselines.config import BaselinesConfig, RecipeConfig
+from lira.baselines.engine import run_baselines
 from lira.baselines.method import DEFAULT_RECIPE, BaselineMethod
-from lira.baselines.trainer import baseline_fingerprint, recipe, run_baselines
+from lira.baselines.trainer import baseline_fingerprint, recipe
 from lira.checkpoint import FINGERPRINT_FILE, read_fingerprint
 from lira.config import ConfigError, DataConfig, apply_overrides, check, from_dict, to_dict
 from lira.runconfig import RunConfig

@@ -13,9 +13,10 @@ import pytest
 import torch
 
 from lira.baselines.config import BaselinesConfig
-from lira.baselines.data import training_splits
+from lira.baselines.data import build_examples, training_splits
+from lira.baselines.engine import run_baselines
 from lira.baselines.export import load_baseline
-from lira.baselines.trainer import ContrastiveTrainer, build_examples, run_baselines
+from lira.baselines.trainer import ContrastiveTrainer
 from lira.cli import main
 from lira.config import DataConfig, from_dict, save_config
 from lira.runconfig import RunConfig
