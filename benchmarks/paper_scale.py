@@ -57,8 +57,8 @@ from evaluators.config import EvalConfig  # noqa: E402
 from lasr.config import LaSRConfig  # noqa: E402
 from lira.baselines.config import BaselinesConfig  # noqa: E402
 from lira.config import DataConfig, ModelsConfig  # noqa: E402
-from lira.runconfig import RunConfig  # noqa: E402
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig  # noqa: E402
+from pipeline.runconfig import RunConfig  # noqa: E402
 
 PAPER_SECONDS = {"arca": 0.15 * 3600, "lasr": 0.20 * 3600}
 """Paper 004 Tables 13-14, pass@0 offline on A100: Arca 0.15 h, LaSR 0.20 h."""

@@ -23,7 +23,7 @@ from argparse import Namespace
 from pathlib import Path
 
 from arca.engine import run_arca
-from lira.runconfig import load_config
+from pipeline.runconfig import load_config
 
 VARIANTS: dict[str, dict[str, object]] = {
     "A_shipped": {"use_llm_critic": False},

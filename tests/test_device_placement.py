@@ -32,7 +32,7 @@ from lira.baselines.config import BaselinesConfig
 from lira.config import DataConfig
 from lira.data.splits import load_splits
 from lira.data.types import RetrievalData
-from lira.runconfig import RunConfig
+from pipeline.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 

@@ -10,8 +10,8 @@ import pytest
 
 from arca.config import ArcaConfig
 from lira.config import DataConfig
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
+from pipeline.runconfig import RunConfig
 
 SEEN: dict[str, object] = {}
 
@@ -24,8 +24,8 @@ def probe(cfg: RunConfig, args: object) -> dict[str, object]:
 
 @pytest.mark.slow
 def test_arca_model_is_gone_when_the_next_stage_starts(tmp_path, models_config, monkeypatch):
+    import pipeline.stages as pipeline
     from arca.trainer import ArcaTrainer
-    from lira import pipeline
 
     refs: dict[str, weakref.ref] = {}
     init = ArcaTrainer.__init__

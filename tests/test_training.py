@@ -15,8 +15,8 @@ from accelerate.tracking import GeneralTracker
 from lira.baselines.clear import ClearConfig
 from lira.baselines.config import BaselinesConfig
 from lira.config import ConfigError, DataConfig
-from lira.runconfig import RunConfig
 from lira.training import Trainer, TrainResult, adamw_kwargs, log_metrics, make_accelerator
+from pipeline.runconfig import RunConfig
 
 
 class Recorder(GeneralTracker):

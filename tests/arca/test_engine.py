@@ -10,8 +10,8 @@ import pytest
 
 from arca.config import ArcaConfig
 from lira.config import DataConfig
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
+from pipeline.runconfig import RunConfig
 
 from .conftest import noisy
 

@@ -21,10 +21,10 @@ from arca.tune_translator import (
     tuned_translator,
 )
 from lira.config import DataConfig
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.store import Row, TranslationStore, key_for
 from lira.translation.types import Candidate
+from pipeline.runconfig import RunConfig
 
 from .conftest import make_items
 

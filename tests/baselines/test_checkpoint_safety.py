@@ -20,7 +20,7 @@ from lira.baselines.engine import run_baselines
 from lira.baselines.trainer import ContrastiveTrainer
 from lira.checkpoint import FINGERPRINT_FILE, CheckpointError
 from lira.config import DataConfig
-from lira.runconfig import RunConfig
+from pipeline.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 

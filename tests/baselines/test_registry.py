@@ -20,7 +20,7 @@ from lira.baselines.method import DEFAULT_RECIPE, BaselineMethod
 from lira.baselines.trainer import baseline_fingerprint, recipe
 from lira.checkpoint import FINGERPRINT_FILE, read_fingerprint
 from lira.config import ConfigError, DataConfig, apply_overrides, check, from_dict, to_dict
-from lira.runconfig import RunConfig
+from pipeline.runconfig import RunConfig
 
 
 class DummyMethod(BaselineMethod):

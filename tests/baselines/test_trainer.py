@@ -17,9 +17,9 @@ from lira.baselines.data import build_examples, training_splits
 from lira.baselines.engine import run_baselines
 from lira.baselines.export import load_baseline
 from lira.baselines.trainer import ContrastiveTrainer
-from lira.cli import main
 from lira.config import DataConfig, from_dict, save_config
-from lira.runconfig import RunConfig
+from pipeline.cli import main
+from pipeline.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 

@@ -22,8 +22,8 @@ from lasr.model import LiRAModel, Streams
 from lira.config import ModelsConfig, from_dict
 from lira.encoding import length_batches
 from lira.models import Backbone
-from lira.runconfig import RunConfig
 from lira.training import process_state
+from pipeline.runconfig import RunConfig
 
 
 def fit_both_ways() -> tuple[list[tuple[object, ...]], list[int]]:

@@ -22,10 +22,10 @@ from lira.config import DataConfig
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
 from lira.data.xquad_r import plain_qid
-from lira.runconfig import RunConfig
 from lira.translation.config import TranslationConfig
 from lira.translation.store import TranslationStore, key_for, reference_translator
 from lira.translation.types import NEUTRAL_SCORE
+from pipeline.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 

@@ -8,10 +8,10 @@ from argparse import Namespace
 
 import pytest
 
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.runner import EMPTY_SOURCE, fill_store, run_translate, store_path
 from lira.translation.store import TranslationStore
+from pipeline.runconfig import RunConfig
 
 
 def _cfg(tmp_path, mt_path, llm=(), critic=None, **kw) -> RunConfig:

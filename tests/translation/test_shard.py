@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from lira.cli import main
 from lira.translation.config import TranslatorConfig
 from lira.translation.shards import (
     Shard,
@@ -23,6 +22,7 @@ from lira.translation.shards import (
     shard_store_path,
 )
 from lira.translation.store import _COLUMNS, Row, TranslationStore
+from pipeline.cli import main
 
 from .fake_openai import FakeServer
 

@@ -22,7 +22,7 @@ Translations: every row reads the main run's store (``translation.store`` of the
 nothing is translated again and every row sees the same candidates.
 
 A row's stage is skipped when its marker ``<row>/stages/<stage>.json`` holds the same config
-fingerprint (``lira.pipeline.stage_fingerprint``), so adding rows or re-running costs only
+fingerprint (``pipeline.stages.stage_fingerprint``), so adding rows or re-running costs only
 what changed.
 
 Output: ``<output_dir>/ablations/table5.md`` and ``table5.json``: per row nDCG@10 of En-En and
@@ -49,8 +49,9 @@ import numpy as np
 from lira.checkpoint import write_json
 from lira.config import apply_overrides, from_dict, to_dict
 from lira.errors import MissingFileError, UserInputError
-from lira.pipeline import load_engine, stage_fingerprint
-from lira.runconfig import RunConfig
+from lira.translation.runner import store_path
+from pipeline.runconfig import RunConfig
+from pipeline.stages import load_engine, stage_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -313,8 +314,6 @@ def _eval_fingerprint(cfg: RunConfig, lasr_fp: str) -> str:
 
 def run_ablate(cfg: RunConfig, args: Namespace | None = None) -> list[dict[str, Any]]:
     """Engine of ``lira ablate``: train and evaluate the requested Table 5 rows, write the table."""
-    from lira.translation.runner import store_path
-
     asked = list(getattr(args, "rows", None) or ROWS)
     unknown = [r for r in asked if r not in ROWS]
     if unknown:

@@ -36,8 +36,8 @@ from lira.checkpoint import CheckpointError, write_json
 from lira.config import save_config, to_dict
 from lira.errors import LiRAError
 from lira.reasoning.config import ReasonConfig
-from lira.runconfig import RunConfig
 from lira.translation.config import TranslationConfig
+from pipeline.runconfig import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ STAGES: dict[str, Stage] = {
                        BaselinesConfig, "train the baselines of papers 000-003 on the same data"),
     "compare": Stage("compare", "evaluators.compare:run_compare", ("eval",), EvalConfig,
                      "evaluate the backbone, LiRA and every baseline on the same scenarios"),
-    "reason": Stage("reason", "lira.reasoning.runner:run_reason", ("reason",), ReasonConfig,
+    "reason": Stage("reason", "pipeline.reason:run_reason", ("reason",), ReasonConfig,
                     "MGSM / X-CSQA accuracy through a frozen LLM fed [g(x); h(y)] (direct, "
                     "translate-en, LiRA)"),
 }  # fmt: skip

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-import lira.pipeline as pipeline
-from lira.cli import main
+import pipeline.stages as pipeline
 from lira.config import save_config
-from lira.runconfig import RunConfig
+from pipeline.cli import main
+from pipeline.runconfig import RunConfig
 
 
 def _fake_engines(monkeypatch, calls: list[str]) -> None:

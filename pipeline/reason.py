@@ -30,9 +30,9 @@ from lira.models.devices import resolve_device
 from lira.reasoning.answers import extract_choice, extract_number, numbers_equal
 from lira.reasoning.data import ChoiceItem, MathItem, demo_reasoning_path, load_mgsm, load_xcsqa
 from lira.reasoning.soft_prompt import SoftPromptBuilder, VLLMSoftPromptGenerator, user_message
-from lira.runconfig import RunConfig
 from lira.translation.runner import fill_store, store_path
 from lira.translation.store import TranslationStore
+from pipeline.runconfig import RunConfig
 
 log = logging.getLogger(__name__)
 

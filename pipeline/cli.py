@@ -40,12 +40,12 @@ from typing import Any
 from arca.config import TuneTranslatorConfig
 from evaluators.config import EvalConfig
 from lira import __version__
-from lira.ablate import ROWS as ABLATION_ROWS
 from lira.checkpoint import run_lock
 from lira.config import DataConfig, ModelsConfig, field_docs, open_sections
 from lira.errors import LiRAError, UserInputError
-from lira.pipeline import STAGES, load_engine, refuse_launcher
-from lira.runconfig import RunConfig, load_config
+from pipeline.ablate import ROWS as ABLATION_ROWS
+from pipeline.runconfig import RunConfig, load_config
+from pipeline.stages import STAGES, load_engine, refuse_launcher
 
 ENVIRONMENT_ERRNOS = {
     errno.ENOSPC: "free disk space or choose another --output-dir",
@@ -64,7 +64,7 @@ VERBOSITY = ("-v", "--verbose", "-q", "--quiet")
 """Logging flags taken anywhere on the command line."""
 
 # subcommand -> (engine "module:function", config section shown in --help, one-line summary):
-# one per stage of the main job (lira.pipeline.STAGES), then the commands outside it.
+# one per stage of the main job (pipeline.stages.STAGES), then the commands outside it.
 COMMANDS: dict[str, tuple[str, type, str]] = {
     **{s.command: (s.engine, s.config, s.summary) for s in STAGES.values()},
     "eval": ("evaluators.runner:run_eval", EvalConfig, "evaluate one model"),
@@ -74,13 +74,13 @@ COMMANDS: dict[str, tuple[str, type, str]] = {
         "fine-tune an LLM translator of the pool with GRPO on Arca's anchor reward (beyond the paper)",
     ),
     "ablate": (
-        "lira.ablate:run_ablate",
+        "pipeline.ablate:run_ablate",
         RunConfig,
         "paper 004 Table 5: train each ablation row (same data and budget) under "
         "<output_dir>/ablations/ and write table5.md",
     ),
     "run": (
-        "lira.pipeline:run_pipeline",
+        "pipeline.stages:run_pipeline",
         RunConfig,
         "the main job: translate -> arca -> lasr -> compare, resumable stage by stage",
     ),
@@ -140,7 +140,7 @@ def _load_engine(target: str) -> Callable[..., Any]:
     try:
         return load_engine(target)
     except ModuleNotFoundError as e:
-        if e.name and e.name.split(".")[0] in ("lira", "arca", "lasr", "evaluators"):
+        if e.name and e.name.split(".")[0] in ("lira", "arca", "lasr", "evaluators", "pipeline"):
             raise SystemExit(
                 f"lira: cannot import {target} ({e}); the installation is incomplete: "
                 "run `pip install -e .` (or `bash scripts/setup.sh`) in the LiRA checkout"
@@ -343,6 +343,6 @@ def _dispatch(args: argparse.Namespace) -> None:
                 engine(cfg, args)
     finally:
         if "torch.distributed" in sys.modules:  # a launcher's process group: ended once, here
-            from lira.training import end_process_group
+            from lira.training import end_process_group  # torch: loaded by then, not at start
 
             end_process_group()
