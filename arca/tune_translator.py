@@ -54,7 +54,6 @@ import re
 import shutil
 import time
 import unicodedata
-from argparse import Namespace
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -435,8 +434,9 @@ def _save_final(
     return final
 
 
-def run_tune_translator(cfg: TuneTranslatorRun, args: Namespace | None = None) -> dict[str, Any]:
-    """Engine of ``lira tune-translator``: GRPO on Arca's reward; writes ``<output>/final``."""
+def run_tune_translator(cfg: TuneTranslatorRun, *, resume: bool = False) -> dict[str, Any]:
+    """Engine of ``lira tune-translator``: GRPO on Arca's reward; writes ``<output>/final``
+    (``resume``: continue from the latest checkpoint-N)."""
     from peft import LoraConfig
     from trl import GRPOTrainer
 
@@ -455,7 +455,6 @@ def run_tune_translator(cfg: TuneTranslatorRun, args: Namespace | None = None) -
     if batch < tc.batch_size:
         log.warning("only %d training sources: batch_size %d -> %d", len(sources), tc.batch_size,
                     batch)  # fmt: skip
-    resume = bool(getattr(args, "resume", False))
     out.mkdir(parents=True, exist_ok=True)
     found = _checkpoints(out)
     if resume and not found:

@@ -380,14 +380,13 @@ def _run(args: Namespace, lasr_steps: int, arca_steps: int) -> list[StageCost]:
     from lira.baselines.engine import run_baselines
     from lira.translation.runner import run_translate
 
-    run_args = Namespace(resume=False)
     meter, costs = Meter(), []
     with meter.installed():
-        stages = [("translate", lambda: (run_translate(cfg, run_args), import_candidates(cfg))),
-                  ("arca", lambda: run_arca(cfg, run_args)),
-                  ("lasr", lambda: run_lasr(cfg, run_args)),
-                  ("baseline", lambda: run_baselines(cfg, run_args)),
-                  ("compare", lambda: run_compare(cfg, run_args))]  # fmt: skip
+        stages = [("translate", lambda: (run_translate(cfg), import_candidates(cfg))),
+                  ("arca", lambda: run_arca(cfg)),
+                  ("lasr", lambda: run_lasr(cfg)),
+                  ("baseline", lambda: run_baselines(cfg)),
+                  ("compare", lambda: run_compare(cfg))]  # fmt: skip
         for name, fn in stages:
             cost, result = run_stage(name, fn, meter)
             if name == "arca" and result is not None:

@@ -66,7 +66,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-from argparse import Namespace
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -404,13 +403,14 @@ def task_sources(tasks: list[AbsTask], work_dir: str | Path) -> dict[str, list[s
             if lang not in ("en", "xx")}  # fmt: skip
 
 
-def translate_tasks(cfg: PoolRun, args: Namespace) -> dict[str, Any]:
+def translate_tasks(cfg: PoolRun, *, mteb: str, mteb_data: str | None = None) -> dict[str, Any]:
     """``lira translate CONFIG --mteb TASK[,TASK…]``: fill the run's translation store with the
     pass@k candidates and critic scores of every non-English text of the tasks, so a LiRA model
-    evaluated on them later (``lira eval|compare --mteb``) finds them offline."""
+    evaluated on them later (``lira eval|compare --mteb``) finds them offline (``mteb_data``:
+    the tasks' local copies, ``--mteb-data``)."""
 
     out = Path(cfg.output_dir)
-    tasks = load_tasks(args.mteb, getattr(args, "mteb_data", None), work_dir=out / "mteb")
+    tasks = load_tasks(mteb, mteb_data, work_dir=out / "mteb")
     sources = task_sources(tasks, out / "mteb")
     log.info("mteb: %d texts to translate (%s)", sum(len(t) for t in sources.values()),
              ", ".join(f"{k}: {len(v)}" for k, v in sorted(sources.items())))  # fmt: skip

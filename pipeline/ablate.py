@@ -13,8 +13,8 @@ seeds as the full model, in ``<output_dir>/ablations/<row>/``:
 What each switch removes is documented on its config field (``lira arca --help``, ``lira lasr
 --help``). A row whose Arca config equals an earlier row's (every LaSR-only row: the full
 row's) shares that Arca (``run_lasr(arca_dir=…)``) instead of training a copy; ``full`` always
-runs (the deltas are against it). The engines are the ordinary ones (``arca.engine:run_arca``,
-``lasr.engine:run_lasr``); the evaluation is the LiRA model's only (no backbone, no
+runs (the deltas are against it). The engines are the ordinary ones (``arca.engine.run_arca``,
+``lasr.engine.run_lasr``); the evaluation is the LiRA model's only (no backbone, no
 baselines), through ``evaluators.runner`` on the held-out split.
 
 Translations: every row reads the main run's store (``translation.store`` of the config, under
@@ -39,7 +39,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
@@ -51,7 +50,7 @@ from lira.config import apply_overrides, from_dict, to_dict
 from lira.errors import MissingFileError, UserInputError
 from lira.translation.runner import store_path
 from pipeline.runconfig import RunConfig
-from pipeline.stages import load_engine, stage_fingerprint
+from pipeline.stages import stage_fingerprint
 
 log = logging.getLogger(__name__)
 
@@ -142,9 +141,10 @@ def _mark(folder: Path, stage: str, fingerprint: str, **extra: str) -> None:
 
 def train_rows(cfg: RunConfig, rows: list[AblationRow], store: Path) -> dict[str, TrainedRow]:
     """Train Arca (unless shared) and LaSR for every row; {row: {config, arca_dir}}."""
-    run_arca = load_engine("arca.engine:run_arca")
-    run_lasr = load_engine("lasr.engine:run_lasr")
-    args = Namespace(resume=False)
+    # torch loads here, not with the module: `lira --help` imports it for ROWS
+    from arca.engine import run_arca
+    from lasr.engine import run_lasr
+
     arcas: dict[str, Path] = {}  # Arca fingerprint -> trained folder
     out: dict[str, TrainedRow] = {}
     for row in rows:
@@ -160,7 +160,7 @@ def train_rows(cfg: RunConfig, rows: list[AblationRow], store: Path) -> dict[str
                 log.info("ablation %s: Arca already trained with this config", row.name)
             else:
                 log.info("ablation %s: training Arca (%s)", row.name, row.overrides or "full")
-                run_arca(rc, args)
+                run_arca(rc)
                 _mark(folder, "arca", fp_arca)
             arcas[fp_arca] = arca_dir
         fp_lasr = stage_fingerprint(rc, "lasr")
@@ -168,7 +168,7 @@ def train_rows(cfg: RunConfig, rows: list[AblationRow], store: Path) -> dict[str
             log.info("ablation %s: LaSR already trained with this config", row.name)
         else:
             log.info("ablation %s: training LaSR on the Arca of %s", row.name, arca_dir)
-            run_lasr(rc, args, arca_dir=arca_dir)
+            run_lasr(rc, arca_dir=arca_dir)
             _mark(folder, "lasr", fp_lasr, arca_dir=str(arca_dir))
         out[row.name] = {"config": rc, "arca_dir": arca_dir, "fingerprint": fp_lasr}
     return out
@@ -312,13 +312,14 @@ def _eval_fingerprint(cfg: RunConfig, lasr_fp: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def run_ablate(cfg: RunConfig, args: Namespace | None = None) -> list[dict[str, Any]]:
-    """Engine of ``lira ablate``: train and evaluate the requested Table 5 rows, write the table."""
-    asked = list(getattr(args, "rows", None) or ROWS)
+def run_ablate(cfg: RunConfig, *, rows: list[str] | None = None) -> list[dict[str, Any]]:
+    """Engine of ``lira ablate``: train and evaluate the requested Table 5 rows (``rows``,
+    ``--rows``; default all), write the table."""
+    asked = list(rows or ROWS)
     unknown = [r for r in asked if r not in ROWS]
     if unknown:
         raise UserInputError(f"unknown ablation rows {unknown}; choose from {list(ROWS)}")
-    rows = [ROWS[n] for n in ROWS if n == "full" or n in asked]  # paper order, full first
+    chosen = [ROWS[n] for n in ROWS if n == "full" or n in asked]  # paper order, full first
     store = store_path(cfg).resolve()
     if not store.is_file():
         raise MissingFileError(
@@ -326,10 +327,10 @@ def run_ablate(cfg: RunConfig, args: Namespace | None = None) -> list[dict[str, 
             "translations; run `lira translate CONFIG` (or `lira run CONFIG`) first"
         )
     root = Path(cfg.output_dir) / "ablations"
-    trained = train_rows(cfg, rows, store)
+    trained = train_rows(cfg, chosen, store)
     results: dict[str, dict[str, Any]] = {}
     columns: dict[str, str] = {}
-    for row in rows:
+    for row in chosen:
         rc = trained[row.name]["config"]
         folder = Path(rc.output_dir)
         fp = _eval_fingerprint(rc, trained[row.name]["fingerprint"])

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +91,7 @@ def selected_translations(
     return out
 
 
-def run_reason(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
+def run_reason(cfg: RunConfig) -> dict[str, Any]:
     """Engine of ``lira reason``: accuracy per task x language x mode -> <output_dir>/reason/."""
 
     rc = cfg.reason

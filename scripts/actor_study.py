@@ -19,7 +19,6 @@ import json
 import shutil
 import sys
 import time
-from argparse import Namespace
 from pathlib import Path
 
 from arca.engine import run_arca
@@ -45,7 +44,7 @@ def main() -> None:
     for name in sys.argv[2:] or list(VARIANTS):
         t0 = time.time()
         arca = dataclasses.replace(cfg.arca, save_every=10**6, **VARIANTS[name])
-        s = run_arca(dataclasses.replace(cfg, arca=arca), Namespace(resume=False))
+        s = run_arca(dataclasses.replace(cfg, arca=arca), resume=False)
         ev, gold = s.get("eval", {}), s.get("eval_gold", {})
         row = {"variant": name, "seconds": round(time.time() - t0), "actor": ev.get("actor"),
                "gold": {k: gold.get(k) for k in ("cos", "cos_shuffled", "n")}}  # fmt: skip

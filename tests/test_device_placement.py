@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import weakref
-from argparse import Namespace
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -203,7 +202,7 @@ def test_baseline_mines_and_trains_on_the_accelerator(run_cfg, monkeypatch):
 
     monkeypatch.setattr(baselines, "load_backbone", loaded)
     with accelerator_device() as rec:
-        summary = run_baselines(run_cfg, Namespace(methods=["clear"], resume=False))
+        summary = run_baselines(run_cfg, methods=["clear"], resume=False)
     assert summary["clear"]["steps"] == 2
     assert len(seen) == 2 and all(rec.saw(m) for m in seen)  # the miner and the trained model
     assert not rec.wrong, _summary(rec)

@@ -30,7 +30,7 @@ class CountingTranslator:
 @pytest.mark.slow
 def test_lira_run_on_a_cross_lingual_beir_folder(tmp_path, models_config, monkeypatch):
     import lira.translation.runner as runner
-    from pipeline.stages import run_pipeline
+    from pipeline.run import run_pipeline
 
     folder = tmp_path / "my-beir"
     given = write_beir_folder(folder, n=32, qrels=("train", "test"))

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 import logging
-from argparse import Namespace
 from pathlib import Path
+from typing import Protocol
 
 from accelerate import PartialState
 
@@ -24,10 +24,27 @@ from lira.training import check_fingerprint, distributed_cpu, write_json
 log = logging.getLogger(__name__)
 
 
-def run_baselines(cfg: BaselinesRun, args: Namespace | None = None) -> dict[str, object]:
-    """Engine of ``lira baseline``: train each method, save it, write ``baselines/summary.json``."""
+class MethodChoice(Protocol):
+    """A choice of methods passed positionally (``../shared/gpu_check.sh``, the GPU check, calls
+    ``run_baselines(cfg, argparse.Namespace(methods=["clear"]))``)."""
 
-    methods = list(getattr(args, "methods", None) or cfg.baselines.methods)
+    methods: list[str] | None
+    """The methods to train; None: ``baselines.methods``."""
+
+
+def run_baselines(
+    cfg: BaselinesRun,
+    choice: MethodChoice | None = None,
+    *,
+    methods: list[str] | None = None,
+    resume: bool = False,
+) -> dict[str, object]:
+    """Engine of ``lira baseline``: train each method, save it, write ``baselines/summary.json``.
+
+    ``methods`` (or ``choice.methods``; default ``baselines.methods``): the methods to train;
+    ``resume``: skip a method trained with this config, continue an unfinished one."""
+    picked = methods or (choice.methods if choice is not None else None)
+    methods = list(picked or cfg.baselines.methods)
     known = method_names()
     bad = [m for m in methods if m not in known]
     if bad:
@@ -39,7 +56,7 @@ def run_baselines(cfg: BaselinesRun, args: Namespace | None = None) -> dict[str,
     if summary_path.is_file():
         summary = json.loads(summary_path.read_text(encoding="utf-8"))
     todo = methods
-    if getattr(args, "resume", False):
+    if resume:
         todo = [m for m in methods if not ((root / m / META_FILE).is_file() and m in summary)]
         for m in sorted(set(methods) - set(todo)):
             # a model trained with another config is not "done": refuse rather than keep it
@@ -54,7 +71,6 @@ def run_baselines(cfg: BaselinesRun, args: Namespace | None = None) -> dict[str,
     mine_negatives(cfg, examples, corpus, wanted)
     main = PartialState(cpu=distributed_cpu()).is_main_process
     for method in todo:
-        resume = bool(getattr(args, "resume", False))
         summary[method] = train_method(cfg, method, examples, corpus, dataset, root / method,
                                        resume=resume)  # fmt: skip
         summary["_data"] = {"examples": len(examples), "corpus": len(corpus)}

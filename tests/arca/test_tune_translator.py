@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from argparse import Namespace
 from pathlib import Path
 
 import pytest
@@ -169,7 +168,7 @@ def tuned_run(arca_dir, models_config, demo_cache, tmp_path_factory):
         ),
     )  # fmt: skip
     _reset_accelerate()
-    summary = run_tune_translator(cfg, Namespace(resume=False))
+    summary = run_tune_translator(cfg, resume=False)
     _reset_accelerate()
     return cfg, summary
 
@@ -213,9 +212,7 @@ def test_resume_continues_from_the_last_checkpoint(tuned_run, tmp_path):
     shutil.copytree(src / "checkpoint-1", tmp_path / "checkpoint-1")
     tc = dataclasses.replace(cfg.tune_translator, steps=2, output=str(tmp_path))
     _reset_accelerate()
-    summary = run_tune_translator(
-        dataclasses.replace(cfg, tune_translator=tc), Namespace(resume=True)
-    )
+    summary = run_tune_translator(dataclasses.replace(cfg, tune_translator=tc), resume=True)
     _reset_accelerate()
     assert summary["steps"] == 2  # step 1 came from the checkpoint (with its log row)
     assert [h["step"] for h in summary["log"]] == [1, 2]
@@ -263,7 +260,7 @@ def test_evaluate_compares_the_backbone_on_base_and_tuned_translations(tuned_run
     from lira.models import load_backbone
 
     cfg, _ = tuned_run
-    summary = run_translator_eval(cfg, Namespace(pairs=5))
+    summary = run_translator_eval(cfg, pairs=5)
     base, tuned = "h(qwen-lm)", "h(qwen-lm-grpo)"
     nd = summary["ndcg@10"]
     assert {

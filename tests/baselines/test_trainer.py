@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from argparse import Namespace
 from pathlib import Path
 
 import numpy as np
@@ -95,7 +94,7 @@ def test_resume_skips_trained_methods(trained, caplog):
     cfg, out, summary = trained
     mtime = (out / "baselines" / "clear" / "config.json").stat().st_mtime
     with caplog.at_level("INFO"):
-        again = run_baselines(cfg, Namespace(methods=["clear"], resume=True))
+        again = run_baselines(cfg, methods=["clear"], resume=True)
     assert again["clear"] == summary["clear"]
     assert (out / "baselines" / "clear" / "config.json").stat().st_mtime == mtime
 
@@ -137,7 +136,7 @@ def test_checkpoint_loads_in_fresh_process(models_config, tmp_path, lora):
 def test_bad_method_and_missing_checkpoint(models_config, tmp_path):
     cfg = _cfg(models_config, tmp_path)
     with pytest.raises(ValueError, match="unknown baseline methods"):
-        run_baselines(cfg, Namespace(methods=["nope"], resume=False))
+        run_baselines(cfg, methods=["nope"], resume=False)
     with pytest.raises(FileNotFoundError, match=r"lira_baseline\.json"):
         load_baseline(tmp_path)
 

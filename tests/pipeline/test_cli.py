@@ -143,12 +143,12 @@ def test_user_errors_are_one_line_without_traceback(tmp_path, capsys, args, code
 
 
 def test_internal_bugs_keep_their_traceback(monkeypatch, tmp_path):
-    import pipeline.cli as cli
+    import pipeline.run as run
 
     def engine(cfg, args):
         raise ValueError("an internal bug")
 
-    monkeypatch.setattr(cli, "_load_engine", lambda target: engine)
+    monkeypatch.setattr(run, "run_command", engine)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("arca:\n  steps: 3\n")
     with pytest.raises(ValueError, match="an internal bug"):
@@ -166,12 +166,12 @@ def test_internal_bugs_keep_their_traceback(monkeypatch, tmp_path):
     ids=["ctrl-c", "disk-full", "permission", "missing-path"],
 )
 def test_environment_errors_are_one_line(monkeypatch, tmp_path, capsys, exc, code, pattern):
-    import pipeline.cli as cli
+    import pipeline.run as run
 
     def engine(cfg, args):
         raise exc
 
-    monkeypatch.setattr(cli, "_load_engine", lambda target: engine)
+    monkeypatch.setattr(run, "run_command", engine)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("arca:\n  steps: 3\n")
     assert main(["arca", str(cfg)]) == code

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from argparse import Namespace
 
 import pytest
 
@@ -73,7 +72,7 @@ def trained(tmp_path_factory, demo_cache):
 
     tmp_path = tmp_path_factory.mktemp("reason")
     english = _import_gold(_config(tmp_path, demo_cache))
-    run_arca(_config(tmp_path, demo_cache), Namespace(resume=False))
+    run_arca(_config(tmp_path, demo_cache), resume=False)
     return tmp_path, english
 
 
