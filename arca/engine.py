@@ -62,9 +62,15 @@ def run_translate(
     """Engine of ``lira translate``: :func:`lira.translation.runner.run_translate` (same
     keywords), with the embedding critic (``translation.critic.kind: embedding``) reading and
     filling g's cache."""
-    return translate_stage(cfg, import_file=import_file, translator=translator, shard=shard,
-                           merge=merge, shard_from_launcher=shard_from_launcher,
-                           g=critic_g(cfg.models, cfg.output_dir))  # fmt: skip
+    return translate_stage(
+        cfg,
+        import_file=import_file,
+        translator=translator,
+        shard=shard,
+        merge=merge,
+        shard_from_launcher=shard_from_launcher,
+        g=critic_g(cfg.models, cfg.output_dir),
+    )
 
 
 def actor_eval_items(

@@ -90,9 +90,14 @@ def translate(cfg: RunConfig, opts: Options) -> dict[str, object]:
     """``lira translate``: fill the translation store from the data (or the ``--mteb`` tasks)."""
     if opts.mteb:
         return translate_tasks(cfg, mteb=opts.mteb, mteb_data=opts.mteb_data)
-    return run_translate(cfg, import_file=opts.import_file, translator=opts.translator,
-                         shard=opts.shard, merge=opts.merge,
-                         shard_from_launcher=opts.command == "translate")  # fmt: skip
+    return run_translate(
+        cfg,
+        import_file=opts.import_file,
+        translator=opts.translator,
+        shard=opts.shard,
+        merge=opts.merge,
+        shard_from_launcher=opts.command == "translate",
+    )
 
 
 def arca(cfg: RunConfig, opts: Options) -> dict[str, object]:
@@ -112,8 +117,9 @@ def baseline(cfg: RunConfig, opts: Options) -> dict[str, object]:
 
 def compare(cfg: RunConfig, opts: Options) -> object:
     """``lira compare``: evaluate every method, write the leaderboard."""
-    return run_compare(cfg, mteb=opts.mteb, mteb_data=opts.mteb_data,
-                       paper_tables=opts.paper_tables)  # fmt: skip
+    return run_compare(
+        cfg, mteb=opts.mteb, mteb_data=opts.mteb_data, paper_tables=opts.paper_tables
+    )
 
 
 def reason(cfg: RunConfig, opts: Options) -> dict[str, object]:
@@ -208,8 +214,9 @@ def run_pipeline(cfg: RunConfig, *, resume: bool = False) -> dict[str, object]:
             timings[stage] = "main process"
             continue
         if done.get("pending"):
-            log.info("stage %s: %s item(s) failed last time; running it again", stage,
-                     done["pending"])  # fmt: skip
+            log.info(
+                "stage %s: %s item(s) failed last time; running it again", stage, done["pending"]
+            )
         log.info("stage %s: starting", stage)
         start = time.perf_counter()
         try:
@@ -229,8 +236,15 @@ def run_pipeline(cfg: RunConfig, *, resume: bool = False) -> dict[str, object]:
         seconds = round(time.perf_counter() - start, 1)
         pending = result.get("pending", 0) if isinstance(result, dict) else 0
         if main:
-            write_json(marker, {"stage": stage, "fingerprint": fingerprint, "seconds": seconds,
-                                "pending": pending})  # fmt: skip
+            write_json(
+                marker,
+                {
+                    "stage": stage,
+                    "fingerprint": fingerprint,
+                    "seconds": seconds,
+                    "pending": pending,
+                },
+            )
         log.info("stage %s: done in %.1f s", stage, seconds)
         timings[stage] = seconds
     if main:

@@ -100,7 +100,7 @@ def stage_fingerprint(cfg: RunConfig, stage: str) -> str:
     for name in ORDER[: ORDER.index(stage) + 1]:
         sections += STAGES[name].sections
     data = to_dict(cfg)
-    data["baselines"] = flat_baselines(cfg.baselines)  # hashed flat, as before
+    data["baselines"] = flat_baselines(cfg.baselines)  # hashed under the flat key names
     blob = json.dumps({k: data[k] for k in sections}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
