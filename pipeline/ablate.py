@@ -39,48 +39,28 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
 import numpy as np
 
+from arca.engine import run_arca
+from evaluators.runner import EmbeddingCache, retrieval_values, scenario_values
+from evaluators.scenarios import build_scenarios
+from lasr.engine import run_lasr
+from lasr.model import LiRAModel
 from lira.checkpoint import write_json
 from lira.config import apply_overrides, from_dict, to_dict
+from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
 from lira.translation.runner import store_path
+from pipeline.ablation_rows import ROWS, AblationRow
 from pipeline.runconfig import RunConfig
 from pipeline.stages import stage_fingerprint
 
 log = logging.getLogger(__name__)
 
 METRIC = "ndcg@10"
-
-
-@dataclass(frozen=True)
-class AblationRow:
-    """One row of Table 5."""
-
-    name: str
-    """Folder name under ``<output_dir>/ablations/`` and the ``--rows`` value."""
-    label: str
-    """The row's name in paper 004's Table 5."""
-    overrides: tuple[str, ...]
-    """Dotted config overrides that remove the component."""
-
-
-ROWS: dict[str, AblationRow] = {
-    r.name: r
-    for r in (
-        AblationRow("full", "LiRA (full)", ()),
-        AblationRow("no-llm-critic", "– LLM critic", ("arca.use_llm_critic=false",)),
-        AblationRow("no-embeds-critic", "– Embeds critic", ("arca.use_embedding_critic=false",)),
-        AblationRow("no-translations", "– Translations", ("lasr.use_translations=false",)),
-        AblationRow("no-multi-enc", "– Multi-enc", ("lasr.use_multilingual_encoder=false",)),
-        AblationRow("no-queue", "– FIFO queue", ("lasr.use_queue=false",)),
-    )
-}
-"""Table 5's rows in the paper's order."""
 
 
 def row_config(cfg: RunConfig, row: AblationRow, store: Path) -> RunConfig:
@@ -141,10 +121,6 @@ def _mark(folder: Path, stage: str, fingerprint: str, **extra: str) -> None:
 
 def train_rows(cfg: RunConfig, rows: list[AblationRow], store: Path) -> dict[str, TrainedRow]:
     """Train Arca (unless shared) and LaSR for every row; {row: {config, arca_dir}}."""
-    # torch loads here, not with the module: `lira --help` imports it for ROWS
-    from arca.engine import run_arca
-    from lasr.engine import run_lasr
-
     arcas: dict[str, Path] = {}  # Arca fingerprint -> trained folder
     out: dict[str, TrainedRow] = {}
     for row in rows:
@@ -182,12 +158,6 @@ def evaluate_lira(cfg: RunConfig, model_dir: Path) -> Evaluation:
     language); a retrieval set gives ``En`` (English queries, if any) and ``L`` (every other
     query language over the documents of its language).
     """
-    # lazy: `lira --help` imports this module for ROWS and must start without torch
-    from evaluators.runner import EmbeddingCache, retrieval_values, scenario_values
-    from evaluators.scenarios import build_scenarios
-    from lasr.model import LiRAModel
-    from lira.data.splits import load_splits
-
     splits = load_splits(cfg.data)
     model = LiRAModel.from_pretrained(model_dir, translation=cfg.translation)
     model.use_run_cache(cfg.output_dir)

@@ -42,7 +42,7 @@ from lira import __version__
 from lira.checkpoint import run_lock
 from lira.config import DataConfig, ModelsConfig, field_docs, open_sections
 from lira.errors import LiRAError, UserInputError
-from pipeline.ablate import ROWS as ABLATION_ROWS
+from pipeline.ablation_rows import ROWS as ABLATION_ROWS
 from pipeline.runconfig import RunConfig, load_config
 from pipeline.stages import STAGES, refuse_launcher
 
