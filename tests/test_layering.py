@@ -184,7 +184,7 @@ def test_the_local_import_check_sees_a_silent_one(tmp_path):
     assert local_imports(src) == [(5, "lira", True), (6, "lira", True), (8, "arca", False)]
 
 
-@pytest.mark.parametrize("package", ["arca", "lasr"])
+@pytest.mark.parametrize("package", ["arca", "lasr", "pipeline"])
 def test_test_folders_do_not_shadow_the_packages(package):
     """``import arca`` in the suite is the real package, not ``tests/arca`` (tests/ is a package)."""
     mod = importlib.import_module(package)
