@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -51,10 +50,27 @@ def arca_fingerprint(cfg: ArcaRun) -> dict[str, object]:
     return config_fingerprint("arca", cfg, sections, ARCA_UNSHAPING)
 
 
-def run_translate(cfg: TranslationRun, args: Namespace | None = None) -> dict[str, object]:
-    """Engine of ``lira translate``: :func:`lira.translation.engine.run_translate`, with the
-    embedding critic (``translation.critic.kind: embedding``) reading and filling g's cache."""
-    return translate_stage(cfg, args, g=critic_g(cfg.models, cfg.output_dir))
+def run_translate(
+    cfg: TranslationRun,
+    *,
+    import_file: str | None = None,
+    translator: str | None = None,
+    shard: str | None = None,
+    merge: list[str] | None = None,
+    shard_from_launcher: bool = False,
+) -> dict[str, object]:
+    """Engine of ``lira translate``: :func:`lira.translation.engine.run_translate` (same
+    keywords), with the embedding critic (``translation.critic.kind: embedding``) reading and
+    filling g's cache."""
+    return translate_stage(
+        cfg,
+        import_file=import_file,
+        translator=translator,
+        shard=shard,
+        merge=merge,
+        shard_from_launcher=shard_from_launcher,
+        g=critic_g(cfg.models, cfg.output_dir),
+    )
 
 
 def actor_eval_items(
@@ -96,8 +112,9 @@ def distill_texts(cfg: ArcaRun, splits: Splits) -> list[str]:
     return list(dict.fromkeys(d.text for d in splits.train.corpus if d.lang == "en" and d.text))
 
 
-def run_arca(cfg: ArcaRun, args: Namespace | None = None) -> dict[str, object]:
-    """Engine of ``lira arca``: train on the configured data, write ``<output_dir>/arca/``."""
+def run_arca(cfg: ArcaRun, *, resume: bool = False) -> dict[str, object]:
+    """Engine of ``lira arca``: train on the configured data, write ``<output_dir>/arca/``
+    (``resume``: continue from the latest checkpoint)."""
     from accelerate.utils import set_seed
 
     ac = cfg.arca
@@ -146,7 +163,6 @@ def run_arca(cfg: ArcaRun, args: Namespace | None = None) -> dict[str, object]:
         fingerprint=arca_fingerprint(cfg),
         distill_texts=distill,
     )
-    resume = bool(getattr(args, "resume", False))
     before: dict[str, object] = {}
     if trainer.eval_items and not resume:
         before = trainer.evaluate(trainer.eval_items)

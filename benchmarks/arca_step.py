@@ -29,10 +29,10 @@ from arca.trainer import ArcaTrainer
 from lira.config import from_dict, to_dict
 from lira.data.types import Record
 from lira.models import load_backbone, load_encoder
-from lira.runconfig import RunConfig
 from lira.translation.config import TranslatorConfig
 from lira.translation.engine import fill_store
 from lira.translation.store import TranslationStore
+from pipeline.runconfig import RunConfig
 
 
 def german_questions(n: int) -> list[str]:

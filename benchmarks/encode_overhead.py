@@ -31,9 +31,9 @@ import torch
 
 from lasr.model import LiRAModel
 from lira.config import ModelsConfig
-from lira.runconfig import RunConfig
 from lira.translation.config import TranslationConfig
 from lira.translation.store import TranslationStore, reference_translator
+from pipeline.runconfig import RunConfig
 
 # XQuAD-R: $LIRA_XQUAD_R, else the repository-relative ../shared/data/xquad-r
 XQUAD = Path(

@@ -505,7 +505,7 @@ def _fmt_kill(k: dict[str, Any]) -> str:
 
 
 def _methods(config: Path, overrides: list[str]) -> list[str]:
-    from lira.runconfig import load_config
+    from pipeline.runconfig import load_config
 
     return list(load_config(config, overrides).baselines.methods)
 

@@ -44,8 +44,8 @@ from arca.config import ArcaConfig  # noqa: E402
 from lasr.config import LaSRConfig  # noqa: E402
 from lira.baselines.config import BaselinesConfig  # noqa: E402
 from lira.config import DataConfig, ModelsConfig, save_config  # noqa: E402
-from lira.runconfig import RunConfig  # noqa: E402
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig  # noqa: E402
+from pipeline.runconfig import RunConfig  # noqa: E402
 
 STAGES = ("translate", "arca", "lasr", "baseline")
 """The stages measured, in pipeline order (``lira <stage>`` subcommands)."""

@@ -57,8 +57,8 @@ from evaluators.config import EvalConfig  # noqa: E402
 from lasr.config import LaSRConfig  # noqa: E402
 from lira.baselines.config import BaselinesConfig  # noqa: E402
 from lira.config import DataConfig, ModelsConfig  # noqa: E402
-from lira.runconfig import RunConfig  # noqa: E402
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig  # noqa: E402
+from pipeline.runconfig import RunConfig  # noqa: E402
 
 PAPER_SECONDS = {"arca": 0.15 * 3600, "lasr": 0.20 * 3600}
 """Paper 004 Tables 13-14, pass@0 offline on A100: Arca 0.15 h, LaSR 0.20 h."""
@@ -377,17 +377,16 @@ def _run(args: Namespace, lasr_steps: int, arca_steps: int) -> list[StageCost]:
     from arca.engine import run_arca
     from evaluators.compare import run_compare
     from lasr.engine import run_lasr
-    from lira.baselines.trainer import run_baselines
+    from lira.baselines.engine import run_baselines
     from lira.translation.engine import run_translate
 
-    run_args = Namespace(resume=False)
     meter, costs = Meter(), []
     with meter.installed():
-        stages = [("translate", lambda: (run_translate(cfg, run_args), import_candidates(cfg))),
-                  ("arca", lambda: run_arca(cfg, run_args)),
-                  ("lasr", lambda: run_lasr(cfg, run_args)),
-                  ("baseline", lambda: run_baselines(cfg, run_args)),
-                  ("compare", lambda: run_compare(cfg, run_args))]  # fmt: skip
+        stages = [("translate", lambda: (run_translate(cfg), import_candidates(cfg))),
+                  ("arca", lambda: run_arca(cfg)),
+                  ("lasr", lambda: run_lasr(cfg)),
+                  ("baseline", lambda: run_baselines(cfg)),
+                  ("compare", lambda: run_compare(cfg))]  # fmt: skip
         for name, fn in stages:
             cost, result = run_stage(name, fn, meter)
             if name == "arca" and result is not None:

@@ -17,9 +17,9 @@ import logging
 import tempfile
 import time
 
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.engine import fill_store
+from pipeline.runconfig import RunConfig
 from tests.translation.fake_openai import FakeServer
 
 

@@ -20,9 +20,9 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 from translation_batching import model_ref, questions
 
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.engine import fill_store
+from pipeline.runconfig import RunConfig
 
 
 def main() -> None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-from argparse import Namespace
 from pathlib import Path
 from typing import TypedDict
 
@@ -135,20 +134,26 @@ def arca_diagnostics(output_dir: Path, out: Path) -> dict[str, object]:
     return metrics
 
 
-def run_compare(cfg: EvalRun, args: Namespace | None = None) -> list[Row]:
+def run_compare(
+    cfg: EvalRun,
+    *,
+    mteb: str | None = None,
+    mteb_data: str | None = None,
+    paper_tables: bool = False,
+) -> list[Row]:
     """Engine of ``lira compare``: evaluate every available method and write the leaderboard.
 
-    Without ``--mteb``: the configured data (XQuAD-R scenarios, or a retrieval set's held-out
+    Without ``mteb`` (``--mteb``): the configured data (XQuAD-R scenarios, or a retrieval set's held-out
     queries per language, e.g. LazRetrieval's released test split per country) ->
-    ``compare/``. With ``--mteb TASK[,TASK…]``: those MTEB tasks instead -> ``compare/mteb/``
-    (LiRA translates the tasks' texts online, as at inference). ``--paper-tables`` then prints
+    ``compare/``. With ``mteb="TASK[,TASK…]"``: those MTEB tasks instead -> ``compare/mteb/``
+    (LiRA translates the tasks' texts online, as at inference; ``mteb_data``: their local
+    copies, ``--mteb-data``). ``paper_tables`` (``--paper-tables``) then prints
     paper 004's Tables 1, 2 and 16 from everything under ``compare/``.
     """
 
     out = Path(cfg.output_dir) / "compare"
-    spec = getattr(args, "mteb", None)
-    if spec:
-        tasks = load_tasks(spec, getattr(args, "mteb_data", None), work_dir=out / "mteb")
+    if mteb:
+        tasks = load_tasks(mteb, mteb_data, work_dir=out / "mteb")
         models = run_encoders(cfg, online=True)  # LiRA translates the tasks' texts online
         rows = run_mteb(models, tasks, out / "mteb", batch_size=cfg.eval.batch_size)
         names = ", ".join(t.metadata.name for t in tasks)
@@ -178,7 +183,7 @@ def run_compare(cfg: EvalRun, args: Namespace | None = None) -> list[Row]:
     logs = {"Arca": root / "arca" / "log.jsonl", "LaSR": root / "lasr" / "log.jsonl"}
     if curves := diag.plot_training_curves(logs, out / "training_curves.png"):
         print(f"wrote {curves}")
-    if getattr(args, "paper_tables", False):
+    if paper_tables:
         print(write_paper_tables(out, cfg, note))
     print(f"wrote {files['md']}")
     return rows

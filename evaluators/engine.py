@@ -25,7 +25,6 @@ What ``lira eval`` evaluates:
 from __future__ import annotations
 
 import logging
-from argparse import Namespace
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -269,12 +268,13 @@ def retrieval_values(
     return out
 
 
-def run_eval(cfg: EvalRun, args: Namespace | None = None) -> list[Row]:
-    """Engine of ``lira eval``: one model on the configured data, or on MTEB tasks (``--mteb``),
-    -> <output_dir>/eval/ (MTEB: <output_dir>/eval/mteb/)."""
+def run_eval(cfg: EvalRun, *, mteb: str | None = None, mteb_data: str | None = None) -> list[Row]:
+    """Engine of ``lira eval``: one model on the configured data, or on MTEB tasks (``mteb``,
+    ``--mteb``; ``mteb_data``: their local copies), -> <output_dir>/eval/ (MTEB:
+    <output_dir>/eval/mteb/)."""
 
-    if getattr(args, "mteb", None):
-        return run_eval_mteb(cfg, args.mteb, getattr(args, "mteb_data", None))
+    if mteb:
+        return run_eval_mteb(cfg, mteb, mteb_data)
     splits = load_splits(cfg.data)
     if splits.dataset is None and splits.eval is None:
         raise ConfigError(

@@ -9,7 +9,6 @@ is translated by the pool first).
 from __future__ import annotations
 
 import logging
-from argparse import Namespace
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,13 +56,13 @@ def task_sources(tasks: list[AbsTask], work_dir: str | Path) -> dict[str, list[s
     }
 
 
-def translate_tasks(cfg: PoolRun, args: Namespace) -> dict[str, object]:
+def translate_tasks(cfg: PoolRun, *, mteb: str, mteb_data: str | None = None) -> dict[str, object]:
     """``lira translate CONFIG --mteb TASK[,TASK…]``: fill the run's translation store with the
     pass@k candidates and critic scores of every non-English text of the tasks, so a LiRA model
     evaluated on them later (``lira eval|compare --mteb``) finds them offline."""
 
     out = Path(cfg.output_dir)
-    tasks = load_tasks(args.mteb, getattr(args, "mteb_data", None), work_dir=out / "mteb")
+    tasks = load_tasks(mteb, mteb_data, work_dir=out / "mteb")
     sources = task_sources(tasks, out / "mteb")
     log.info("mteb: %d texts to translate (%s)", sum(len(t) for t in sources.values()),
              ", ".join(f"{k}: {len(v)}" for k, v in sorted(sources.items())))  # fmt: skip

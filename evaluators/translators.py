@@ -19,7 +19,6 @@ import dataclasses
 import json
 import logging
 import random
-from argparse import Namespace
 from pathlib import Path
 from typing import Protocol, TypedDict
 
@@ -160,10 +159,9 @@ TranslatorEvalSummary = TypedDict(
 """``summary.json`` of ``lira tune-translator --evaluate`` (values: [mean, CI low, CI high])."""
 
 
-def run_translator_eval(
-    cfg: TranslatorEvalRun, args: Namespace | None = None
-) -> TranslatorEvalSummary:
-    """Engine of ``lira tune-translator --evaluate``: h on base vs tuned translations."""
+def run_translator_eval(cfg: TranslatorEvalRun, *, pairs: int = 20) -> TranslatorEvalSummary:
+    """Engine of ``lira tune-translator --evaluate``: h on base vs tuned translations
+    (``pairs``: random (source, base, tuned) triples shown, ``--pairs``)."""
     base, tuned = base_translator(cfg), tuned_translator(cfg)
     if not Path(tuned.model).is_dir():
         raise UserInputError(
@@ -197,7 +195,7 @@ def run_translator_eval(
         rows: list[Row] = evaluate_encoders(
             encoders, ds, qids, list(questions), eval_cfg, reference=names[base.name]
         )
-        pairs = sample_pairs(store, questions, base, tuned, getattr(args, "pairs", 20), cfg.seed)
+        shown = sample_pairs(store, questions, base, tuned, pairs, cfg.seed)
         missing = {k: e.missing for k, e in encoders.items() if isinstance(e, TranslatedQueries)}
     out = output_folder(cfg) / "evaluation"
     trained = set(cfg.data.train_languages)
@@ -207,7 +205,7 @@ def run_translator_eval(
         f"{sorted(set(questions) - trained)})"
     )
     files = write_leaderboard(rows, out, title=title)
-    (out / "pairs.md").write_text(_pairs_markdown(pairs, base.name, tuned.name), encoding="utf-8")
+    (out / "pairs.md").write_text(_pairs_markdown(shown, base.name, tuned.name), encoding="utf-8")
     table = {
         (r["method"], r["language"], r["metric"]): r
         for r in rows
@@ -234,7 +232,7 @@ def run_translator_eval(
             for (m, lang, metric), r in table.items()
             if metric.startswith("Δ") and m == names[tuned.name]
         },
-        "pairs": pairs,
+        "pairs": shown,
     }
     (out / "summary.json").write_text(
         json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8"

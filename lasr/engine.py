@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-from argparse import Namespace
 from pathlib import Path
 
 from arca.config import ArcaConfig
@@ -49,11 +48,11 @@ def task_data(
 
 
 def run_lasr(
-    cfg: LaSRRun, args: Namespace | None = None, arca_dir: str | Path | None = None
+    cfg: LaSRRun, *, resume: bool = False, arca_dir: str | Path | None = None
 ) -> dict[str, object]:
     """Engine of ``lira lasr``: train the fusion head, evaluate before/after, save the model.
 
-    ``arca_dir``: the trained Arca folder to start from (default ``<output_dir>/arca/final``;
+    ``resume``: continue from the latest checkpoint. ``arca_dir``: the trained Arca folder to start from (default ``<output_dir>/arca/final``;
     ``lira ablate`` shares one Arca among the rows that change LaSR only)."""
     from accelerate.utils import set_seed
 
@@ -88,7 +87,7 @@ def run_lasr(
     if eval_r is None and train_r is not None:
         log.warning("LaSR: no validation split (data.dev_fraction = 0): nothing is selected on "
                     "validation and no held-out retrieval is evaluated during training")  # fmt: skip
-    trainer.train(resume=bool(getattr(args, "resume", False)))
+    trainer.train(resume=resume)
     before = trainer.evals[0] if trainer.evals and trainer.evals[0]["step"] == 0 else {}
     if trainer.best:  # "after" = the weights that are saved
         trainer.ema.shadow.load_state_dict(trainer.best["state"])

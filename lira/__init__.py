@@ -1,8 +1,8 @@
-"""LiRA: cross-lingual retrieval anchored to a strong English embedding space.
+"""LiRA's core: configs, data, checkpoints, model loaders, the translation pool, critic and store,
+the training base and the baselines.
 
-This package is the core (configs, data, checkpoints, model loaders, translation pool, critic
-and store, baselines) plus the entry points (``lira.cli``, ``lira.pipeline``, ``lira.reasoning``).
-The composed model lives one layer up: ``from lasr.model import LiRAModel``.
+The packages above it build on it (``arca`` <- ``lasr`` <- ``evaluators`` <- ``pipeline``, the
+``lira`` command); a trained model is ``from lasr import LiRAModel``.
 """
 
 __version__ = "0.1.0"

@@ -1,6 +1,6 @@
-"""``python -m lira`` = the ``lira`` command."""
+"""``python -m lira`` = the ``lira`` command, whose code is the entry floor :mod:`pipeline.cli`."""
 
-from lira.cli import main
+from pipeline.cli import main  # the one import up a floor (tests/test_layering.py)
 
 if __name__ == "__main__":
     raise SystemExit(main())

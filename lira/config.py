@@ -1,6 +1,6 @@
 """Typed configuration: dataclasses that map 1:1 to YAML keys, with dotted overrides.
 
-Every stage of the pipeline reads one section of ``lira.runconfig.RunConfig``; a YAML file holds
+Every stage of the pipeline reads one section of ``pipeline.runconfig.RunConfig``; a YAML file holds
 the whole tree and ``lira <stage> CONFIG key.sub=value`` overrides single fields. Each section
 is declared beside its code (as in TRL): ``lira/translation/config.py``, ``arca/config.py``,
 ``lasr/config.py``, ``lira/baselines/config.py`` (each baseline's recipe in its method file),
@@ -412,7 +412,7 @@ def _plain(value: object) -> object:
 
 
 def save_config(cfg: Dataclass, path: str | Path) -> None:
-    """Write a config dataclass as YAML (``lira.runconfig.load_config`` reads it back)."""
+    """Write a config dataclass as YAML (``pipeline.runconfig.load_config`` reads it back)."""
     Path(path).write_text(yaml.safe_dump(to_dict(cfg), sort_keys=False), encoding="utf-8")
 
 

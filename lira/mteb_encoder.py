@@ -3,7 +3,7 @@
 :class:`MTEBEncoder` is the one adapter between mteb and every model the project evaluates: a
 ``LiRAModel`` (which uses it itself, so ``mteb.evaluate(lira_model, tasks)`` works), one of its
 components, the bare backbone, a baseline checkpoint, mE5-small. It lives in the core so the
-LiRA model (``lasr``) and the evaluators (:mod:`evaluators.mteb_adapter`, which describes the
+LiRA model (``lasr``) and the evaluators (:mod:`evaluators.mteb_tasks`, which describes the
 languages and kinds it gives each text) share it. mteb is imported only when it is used.
 """
 
@@ -98,7 +98,7 @@ class MTEBEncoder:
 
     ``encoder``: any :class:`lira.encoding.Encoder`; ``name``: the method name (results go to
     ``results/lira__<name>/<revision>/``); ``meta``: more ModelMeta fields (languages,
-    dimensions, …). :mod:`evaluators.mteb_adapter` describes the languages and kinds it gives.
+    dimensions, …). :mod:`evaluators.mteb_tasks` describes the languages and kinds it gives.
     """
 
     def __init__(

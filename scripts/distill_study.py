@@ -37,7 +37,7 @@ from lira.data.splits import load_splits
 from lira.data.xquad_r import plain_qid
 from lira.metrics import ndcg_dense
 from lira.models import load_backbone, load_encoder
-from lira.runconfig import load_config
+from pipeline.runconfig import load_config
 
 GRID = (0.0, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 

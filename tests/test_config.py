@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from lira.config import ConfigError, from_dict, save_config, to_dict
-from lira.runconfig import RunConfig, load_config
 from lira.translation.config import TranslationConfig, TranslatorConfig
+from pipeline.runconfig import RunConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -234,7 +234,7 @@ def test_store_paths_inside_output_dir_or_absolute_are_accepted(tmp_path, caplog
 
 
 def test_cli_refuses_a_store_outside_output_dir_in_one_line(tmp_path, capsys):
-    from lira.cli import main
+    from pipeline.cli import main
 
     code = main(["translate", str(ROOT / "configs" / "demo.yaml"), "--output-dir",
                  str(tmp_path / "o"), "translation.store=../../outside.sqlite"])  # fmt: skip

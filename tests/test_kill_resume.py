@@ -14,8 +14,8 @@ import pytest
 from arca.config import ArcaConfig
 from lasr.config import LaSRConfig
 from lira.config import DataConfig, save_config
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
+from pipeline.runconfig import RunConfig
 
 REPO = Path(__file__).resolve().parents[1]
 

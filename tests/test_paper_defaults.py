@@ -13,8 +13,8 @@ import pytest
 
 from arca.config import ArcaConfig
 from lasr.config import LaSRConfig
-from lira.runconfig import RunConfig, load_config
 from lira.translation.config import TranslationConfig
+from pipeline.runconfig import RunConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_CONFIG = ROOT / "configs" / "retrieval_qwen3_8b.yaml"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("lira", "arca", "lasr", "evaluators")
+PACKAGES = ("lira", "arca", "lasr", "evaluators", "pipeline")
 
 Check = Callable[[str, str], list[str]]
 """(label, source text) -> the offending lines, as ``label:line: what``."""
@@ -163,7 +163,7 @@ def test_package_sources_keep_the_security_defaults(check):
 
 def test_config_never_trusts_remote_code_by_default():
     """A config field may switch trust_remote_code on; its default must be off."""
-    from lira.runconfig import config_sections
+    from pipeline.runconfig import config_sections
 
     found = [
         (cls.__name__, f.default)

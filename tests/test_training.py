@@ -16,8 +16,8 @@ from lira.accelerator import adamw_kwargs, log_metrics, make_accelerator
 from lira.baselines.clear import ClearConfig
 from lira.baselines.config import BaselinesConfig
 from lira.config import ConfigError, DataConfig
-from lira.runconfig import RunConfig
 from lira.training import Trainer, TrainResult
+from pipeline.runconfig import RunConfig
 
 
 class Recorder(GeneralTracker):
@@ -126,8 +126,8 @@ def test_the_baseline_optimizer_is_fused_or_foreach():
 def test_the_baseline_trainer_honours_report_to_and_max_grad_norm(models_config, tmp_path):
     """baselines.report_to picks the tracker (make_accelerator), the loss reaches it through
     log_metrics, gradients are clipped at baselines.max_grad_norm, finalize writes the folder."""
-    from lira.baselines.data import training_splits
-    from lira.baselines.trainer import ContrastiveTrainer, build_examples
+    from lira.baselines.data import build_examples, training_splits
+    from lira.baselines.trainer import ContrastiveTrainer
     from lira.models import load_backbone
 
     no_negatives = {"clear": ClearConfig(negatives=0)}

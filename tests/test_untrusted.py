@@ -23,8 +23,8 @@ import torch
 from lira.checkpoint.folders import atomic_dir, latest_checkpoint, step_dir
 from lira.checkpoint.manifest import MANIFEST, write_manifest
 from lira.checkpoint.state import load_state, save_state
-from lira.cli import main
 from lira.errors import CheckpointError
+from pipeline.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -69,7 +69,7 @@ def test_a_hostile_config_is_one_line_naming_the_key(tmp_path, capsys, text, pat
 
 
 def test_anchors_and_aliases_of_a_normal_config_still_load(tmp_path):
-    from lira.runconfig import load_config
+    from pipeline.runconfig import load_config
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text("data:\n  train_languages: &l [de, es]\n  eval_languages: *l\n")
@@ -242,7 +242,7 @@ def test_an_output_dir_that_is_or_is_under_a_file_is_one_line(tmp_path, capsys, 
 
 @pytest.mark.parametrize("err", [errno.EEXIST, errno.ENOTDIR])
 def test_a_file_where_a_folder_goes_is_a_user_error(tmp_path, err):
-    from lira.cli import user_error
+    from pipeline.cli import user_error
 
     e = OSError(err, os.strerror(err), str(tmp_path / "out" / "arca"))
     msg, code = user_error(e)

@@ -10,9 +10,9 @@ import pytest
 from arca.config import ArcaConfig
 from lasr.config import LaSRConfig
 from lira.config import DataConfig
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.translators import Translation
+from pipeline.runconfig import RunConfig
 from tests.data.beir_folder import write_beir_folder
 
 
@@ -30,7 +30,7 @@ class CountingTranslator:
 @pytest.mark.slow
 def test_lira_run_on_a_cross_lingual_beir_folder(tmp_path, models_config, monkeypatch):
     import lira.translation.engine as runner
-    from lira.pipeline import run_pipeline
+    from pipeline.run import run_pipeline
 
     folder = tmp_path / "my-beir"
     given = write_beir_folder(folder, n=32, qrels=("train", "test"))

@@ -22,7 +22,6 @@ import dataclasses
 import logging
 import shutil
 import time
-from argparse import Namespace
 from pathlib import Path
 
 import torch
@@ -75,8 +74,9 @@ def arca_path(cfg: TuneTranslatorRun) -> Path:
     return path
 
 
-def run_tune_translator(cfg: TuneTranslatorRun, args: Namespace | None = None) -> dict[str, object]:
-    """Engine of ``lira tune-translator``: GRPO on Arca's reward; writes ``<output>/final``."""
+def run_tune_translator(cfg: TuneTranslatorRun, *, resume: bool = False) -> dict[str, object]:
+    """Engine of ``lira tune-translator``: GRPO on Arca's reward; writes ``<output>/final``
+    (``resume``: continue from the latest checkpoint-N)."""
     from peft import LoraConfig
     from trl import GRPOTrainer
 
@@ -96,7 +96,6 @@ def run_tune_translator(cfg: TuneTranslatorRun, args: Namespace | None = None) -
         log.warning(
             "only %d training sources: batch_size %d -> %d", len(sources), tc.batch_size, batch
         )
-    resume = bool(getattr(args, "resume", False))
     out.mkdir(parents=True, exist_ok=True)
     found = checkpoints(out)
     if resume and not found:

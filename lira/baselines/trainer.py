@@ -37,7 +37,6 @@ import json
 import logging
 import random
 import time
-from argparse import Namespace
 from dataclasses import asdict
 from pathlib import Path
 
@@ -59,17 +58,10 @@ from lira.baselines.config import BaselinesConfig, BaselinesRun, flat_baselines
 from lira.baselines.data import (
     NEGATIVES,
     TrainExample,
-    build_examples,
     make_scheduler,
     recipe,
-    training_splits,
 )
-from lira.baselines.export import (
-    BASELINE_UNSHAPING,
-    META_FILE,
-    baseline_fingerprint,
-    save_baseline,
-)
+from lira.baselines.export import BASELINE_UNSHAPING, baseline_fingerprint, save_baseline
 from lira.baselines.method import BaselineMethod, Batch
 from lira.baselines.registry import get_method, method_names
 from lira.config import ConfigError, ModelsConfig
@@ -81,11 +73,9 @@ from lira.training import (
     CheckpointError,
     Trainer,
     TrainerState,
-    check_fingerprint,
     rng_state,
     run_fingerprint,
     set_rng_state,
-    write_json,
 )
 
 log = logging.getLogger(__name__)
@@ -412,45 +402,6 @@ def train_method(
     return stats
 
 
-def run_baselines(cfg: BaselinesRun, args: Namespace | None = None) -> dict[str, object]:
-    """Engine of ``lira baseline``: train each method, save it, write ``baselines/summary.json``."""
-
-    methods = list(getattr(args, "methods", None) or cfg.baselines.methods)
-    known = method_names()
-    bad = [m for m in methods if m not in known]
-    if bad:
-        raise ValueError(f"unknown baseline methods {bad}; choose from {known}")
-    root = Path(cfg.output_dir) / "baselines"
-    root.mkdir(parents=True, exist_ok=True)
-    summary_path = root / "summary.json"
-    summary: dict[str, object] = {}
-    if summary_path.is_file():
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
-    todo = methods
-    if getattr(args, "resume", False):
-        todo = [m for m in methods if not ((root / m / META_FILE).is_file() and m in summary)]
-        for m in sorted(set(methods) - set(todo)):
-            # a model trained with another config is not "done": refuse rather than keep it
-            check_fingerprint(root / m, baseline_fingerprint(cfg, m), f"baseline {m}")
-            log.info("baseline %s already trained at %s (resume): skipped", m, root / m)
-    if not todo:
-        return summary
-    parallel, retrieval, dataset = training_splits(cfg)
-    examples = build_examples(parallel, retrieval, dataset)
-    corpus = list(retrieval.corpus)
-    wanted = {kind for m in todo for kind in get_method(m).negatives}
-    mine_negatives(cfg, examples, corpus, wanted)
-    main = PartialState(cpu=distributed_cpu()).is_main_process
-    for method in todo:
-        resume = bool(getattr(args, "resume", False))
-        summary[method] = train_method(cfg, method, examples, corpus, dataset, root / method,
-                                       resume=resume)  # fmt: skip
-        summary["_data"] = {"examples": len(examples), "corpus": len(corpus)}
-        if main:  # one writer
-            write_json(summary_path, summary)
-    return summary
-
-
 def mine_negatives(
     cfg: BaselinesRun, examples: list[TrainExample], corpus: list[Record], kinds: set[str]
 ) -> None:
@@ -477,3 +428,14 @@ def mine_negatives(
         broadcast_object_list(mined)  # from the main process
         for e, (p_hn, q_hn, gist_hn) in zip(examples, mined[0]):
             e.p_hn, e.q_hn, e.gist_hn = list(p_hn), list(q_hn), list(gist_hn)
+
+
+def __getattr__(name: str) -> object:
+    """``run_baselines`` at its former address, for the GPU check (../shared/gpu_check.sh
+    imports it from here); it lives in :mod:`lira.baselines.engine`."""
+    if name == "run_baselines":
+        # gpu_check.sh's import path; imported on use, as lira.baselines.engine imports this module
+        from lira.baselines.engine import run_baselines
+
+        return run_baselines
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,7 +15,7 @@ from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, PreTrained
 
 from lira.models.loading import (
     from_pretrained,
-    load_config,
+    load_model_config,
     load_tokenizer,
     resolve_path,
     torch_dtype,
@@ -34,7 +34,7 @@ def _pad_generation(model: nn.Module, tokenizer: PreTrainedTokenizerBase) -> Non
 def is_seq2seq(ref: str, cache_dir: str = "") -> bool:
     """True when ``ref`` is an encoder-decoder (seq2seq MT) model, False for a causal LM."""
     path = resolve_path(ref, cache_dir, "marian")
-    config = load_config(path, ref, "marian", cache_dir=cache_dir)
+    config = load_model_config(path, ref, "marian", cache_dir=cache_dir)
     return bool(getattr(config, "is_encoder_decoder", False))
 
 

@@ -171,7 +171,9 @@ def from_pretrained(
     return PeftModel.from_pretrained(base, path)
 
 
-def load_config(path: str, ref: str, suggest: str, *, cache_dir: str = "") -> PretrainedConfig:
+def load_model_config(
+    path: str, ref: str, suggest: str, *, cache_dir: str = ""
+) -> PretrainedConfig:
     """``AutoConfig`` of a resolved path (of a peft adapter folder: its base model's)."""
     base_ref = peft_base(path)
     if base_ref is not None:

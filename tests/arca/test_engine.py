@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import random
-from argparse import Namespace
 
 import pytest
 
 from arca.config import ArcaConfig
 from lira.config import DataConfig
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
+from pipeline.runconfig import RunConfig
 
 from .conftest import noisy
 
@@ -44,7 +43,7 @@ def test_run_arca_reads_the_store_and_writes_a_checkpoint(models_config, tmp_pat
                 en = splits.dataset.question("en", r.id.split("@")[0]).text
                 rows.append((r.text, r.lang, en if name == "xquad-en" else noisy(en, rng), r.id))
             store.add_reference(name, rows)
-    summary = run_arca(cfg, Namespace(resume=False))
+    summary = run_arca(cfg, resume=False)
     out = tmp_path / "arca"
     assert summary["step"] == 4 and set(summary["selection"]) <= {"xquad-en", "noisy"}
     assert summary["eval"]["n"] == 8 and summary["eval_before"]["n"] == 8
@@ -59,7 +58,7 @@ def test_run_arca_reads_the_store_and_writes_a_checkpoint(models_config, tmp_pat
     assert meta["format"] == "arca-v1" and meta["arca"]["steps"] == 4
     assert (out / "summary.json").is_file() and (out / "step-00000004").is_dir()
     # --resume on a finished run does no more steps
-    again = run_arca(cfg, Namespace(resume=True))
+    again = run_arca(cfg, resume=True)
     assert again["step"] == 4
 
 
@@ -68,4 +67,4 @@ def test_run_arca_without_a_store_is_a_clear_error(models_config, tmp_path):
 
     cfg = RunConfig(output_dir=str(tmp_path), models=models_config)
     with pytest.raises(FileNotFoundError, match="lira translate"):
-        run_arca(cfg, Namespace(resume=False))
+        run_arca(cfg, resume=False)

@@ -23,7 +23,7 @@ from lira.baselines.registry import get_method
 from lira.baselines.trainer import ContrastiveTrainer, mine_negatives
 from lira.data.types import ParallelData
 from lira.models import Backbone, load_backbone
-from lira.runconfig import load_config
+from pipeline.runconfig import load_config
 
 OBJECTIVES = ("clear", "lancer", "jsd", "gist")
 RESUMED = ("clear", "lancer")

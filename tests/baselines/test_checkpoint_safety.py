@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-from argparse import Namespace
 from pathlib import Path
 
 import pytest
@@ -15,16 +14,13 @@ from safetensors.torch import load_file
 
 from lira.baselines.clear import ClearConfig
 from lira.baselines.config import BaselinesConfig
-from lira.baselines.data import training_splits
-from lira.baselines.trainer import (
-    ContrastiveTrainer,
-    build_examples,
-    run_baselines,
-)
+from lira.baselines.data import build_examples, training_splits
+from lira.baselines.engine import run_baselines
+from lira.baselines.trainer import ContrastiveTrainer
 from lira.checkpoint.fingerprint import FINGERPRINT_FILE
 from lira.config import DataConfig
 from lira.errors import CheckpointError
-from lira.runconfig import RunConfig
+from pipeline.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 
@@ -82,7 +78,7 @@ def test_nonfinite_steps_are_skipped_and_the_saved_model_is_finite(models_config
 
 def test_resume_refuses_a_method_trained_with_another_config(models_config, tmp_path):
     cfg = _cfg(models_config, tmp_path)
-    first = run_baselines(cfg, Namespace(methods=None, resume=False))
+    first = run_baselines(cfg, methods=None, resume=False)
     assert first["jsd"]["nonfinite_steps"] == 0
     folder = tmp_path / "baselines" / "jsd"
     assert (folder / FINGERPRINT_FILE).is_file()
@@ -90,20 +86,20 @@ def test_resume_refuses_a_method_trained_with_another_config(models_config, tmp_
 
     # another method's recipe changed: jsd's model still holds, it is skipped
     other = dataclasses.replace(cfg, baselines=_recipe(cfg.baselines, "clear", lr=1e-6))
-    again = run_baselines(other, Namespace(methods=None, resume=True))
+    again = run_baselines(other, methods=None, resume=True)
     assert again["jsd"]["loss_after"] == first["jsd"]["loss_after"]
     assert (folder / "model.safetensors").stat().st_mtime_ns == mtime
 
     changed = dataclasses.replace(cfg, baselines=dataclasses.replace(cfg.baselines, steps=3))
     with pytest.raises(CheckpointError, match=r"baselines\.steps: 2 -> 3") as e:
-        run_baselines(changed, Namespace(methods=None, resume=True))
+        run_baselines(changed, methods=None, resume=True)
     assert "without --resume" in str(e.value)
     assert (folder / "model.safetensors").stat().st_mtime_ns == mtime  # nothing overwritten
 
     # a folder from before fingerprints: refused too (it cannot be checked)
     (folder / FINGERPRINT_FILE).unlink()
     with pytest.raises(CheckpointError, match=FINGERPRINT_FILE):
-        run_baselines(cfg, Namespace(methods=None, resume=True))
+        run_baselines(cfg, methods=None, resume=True)
     json.loads((tmp_path / "baselines" / "summary.json").read_text())  # still strict JSON
 
 

@@ -24,7 +24,7 @@ import torch
 
 from lira.baselines.config import BaselinesConfig
 from lira.config import DataConfig, from_dict, save_config
-from lira.runconfig import RunConfig
+from pipeline.runconfig import RunConfig
 from tests.launch import free_port
 
 ROOT = Path(__file__).resolve().parents[2]

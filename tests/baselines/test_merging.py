@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModel, BertConfig, BertModel, GPT2Config, GPT2Model
 
 from lira.baselines.merging import average_state_dicts, merge_command
-from lira.cli import main
+from pipeline.cli import main
 
 
 def _sd(seed: int) -> dict[str, torch.Tensor]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -15,13 +14,14 @@ import torch.nn.functional as F
 
 from lira.baselines import registry
 from lira.baselines.config import BaselinesConfig, RecipeConfig
+from lira.baselines.engine import run_baselines
 from lira.baselines.export import baseline_fingerprint
 from lira.baselines.method import DEFAULT_RECIPE, BaselineMethod
-from lira.baselines.trainer import recipe, run_baselines
+from lira.baselines.trainer import recipe
 from lira.checkpoint.fingerprint import FINGERPRINT_FILE, read_fingerprint
 from lira.config import ConfigError, DataConfig, check, from_dict, to_dict
 from lira.config_yaml import apply_overrides
-from lira.runconfig import RunConfig
+from pipeline.runconfig import RunConfig
 
 
 class DummyMethod(BaselineMethod):
@@ -120,7 +120,7 @@ def test_a_registered_dummy_baseline_trains_through_run_baselines(dummy, models_
         data=DataConfig(train_languages=["de", "es"], max_train_queries=8),
         baselines=BaselinesConfig(methods=["dummy"], steps=2, batch_size=4, lr=1e-3),
     )
-    summary = run_baselines(cfg, Namespace(methods=None, resume=False))
+    summary = run_baselines(cfg, methods=None, resume=False)
     stats = summary["dummy"]
     assert stats["steps"] == 2 and stats["nonfinite_steps"] == 0
     assert np.isfinite(stats["loss_before"]) and np.isfinite(stats["loss_after"])
@@ -130,7 +130,7 @@ def test_a_registered_dummy_baseline_trains_through_run_baselines(dummy, models_
     assert json.loads((folder / "lira_baseline.json").read_text())["method"] == "dummy"
     assert (folder / FINGERPRINT_FILE).is_file()
     assert read_fingerprint(folder)["hash"] == baseline_fingerprint(cfg, "dummy")["hash"]
-    again = run_baselines(cfg, Namespace(methods=["dummy"], resume=True))  # done: skipped
+    again = run_baselines(cfg, methods=["dummy"], resume=True)  # done: skipped
     assert (
         again["dummy"] == json.loads((tmp_path / "baselines" / "summary.json").read_text())["dummy"]
     )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from argparse import Namespace
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +12,13 @@ import pytest
 import torch
 
 from lira.baselines.config import BaselinesConfig
-from lira.baselines.data import training_splits
+from lira.baselines.data import build_examples, training_splits
+from lira.baselines.engine import run_baselines
 from lira.baselines.export import load_baseline
-from lira.baselines.trainer import ContrastiveTrainer, build_examples, run_baselines
-from lira.cli import main
+from lira.baselines.trainer import ContrastiveTrainer
 from lira.config import DataConfig, from_dict, save_config
-from lira.runconfig import RunConfig
+from pipeline.cli import main
+from pipeline.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 
@@ -94,7 +94,7 @@ def test_resume_skips_trained_methods(trained, caplog):
     cfg, out, summary = trained
     mtime = (out / "baselines" / "clear" / "config.json").stat().st_mtime
     with caplog.at_level("INFO"):
-        again = run_baselines(cfg, Namespace(methods=["clear"], resume=True))
+        again = run_baselines(cfg, methods=["clear"], resume=True)
     assert again["clear"] == summary["clear"]
     assert (out / "baselines" / "clear" / "config.json").stat().st_mtime == mtime
 
@@ -136,7 +136,7 @@ def test_checkpoint_loads_in_fresh_process(models_config, tmp_path, lora):
 def test_bad_method_and_missing_checkpoint(models_config, tmp_path):
     cfg = _cfg(models_config, tmp_path)
     with pytest.raises(ValueError, match="unknown baseline methods"):
-        run_baselines(cfg, Namespace(methods=["nope"], resume=False))
+        run_baselines(cfg, methods=["nope"], resume=False)
     with pytest.raises(FileNotFoundError, match=r"lira_baseline\.json"):
         load_baseline(tmp_path)
 

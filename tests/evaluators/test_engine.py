@@ -10,7 +10,7 @@ import pytest
 from evaluators import engine as runner
 from evaluators.config import EvalConfig
 from lira.config import DataConfig
-from lira.runconfig import RunConfig
+from pipeline.runconfig import RunConfig
 
 
 def _strict(text: str):

@@ -16,7 +16,7 @@ from evaluators.retrieval import (
     search,
 )
 from lira.config import ConfigError
-from lira.runconfig import load_config
+from pipeline.runconfig import load_config
 
 try:
     import faiss  # noqa: F401

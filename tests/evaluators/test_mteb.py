@@ -247,9 +247,9 @@ def lira_folder(tmp_path_factory, models_config, parallel):
     """A saved LiRA model (fresh Arca on the demo models) whose store holds two reference
     translations of every German text of the tiny tasks."""
     from lasr.model import LiRAModel
-    from lira.runconfig import RunConfig
     from lira.translation.config import TranslationConfig
     from lira.translation.store import TranslationStore, reference_translator
+    from pipeline.runconfig import RunConfig
 
     tmp = tmp_path_factory.mktemp("lira-mteb")
     store = TranslationStore(tmp / "translations.sqlite")
@@ -276,7 +276,7 @@ def test_lira_eval_mteb_cli_languages_translation_and_scores(
     language, German texts are translated from the store and the Actor picks a candidate, and
     mteb's scores equal the hand computation."""
     from lasr.model import LiRAModel
-    from lira.cli import main
+    from pipeline.cli import main
 
     folder, translations = lira_folder
     seen, chosen = [], []
@@ -320,8 +320,8 @@ def test_lira_eval_mteb_cli_languages_translation_and_scores(
 def test_translate_mteb_collects_every_non_english_text(tmp_path, tiny, parallel):
     """`lira translate CONFIG --mteb …` fills the store with exactly the texts (and languages)
     a LiRA model is given on the tasks; English is never translated."""
-    from lira.cli import main
     from lira.translation.store import TranslationStore, reference_translator
+    from pipeline.cli import main
 
     tasks = load_tasks([BELE, STS], tiny, work_dir=tmp_path)
     sources = task_sources(tasks, tmp_path)
@@ -365,7 +365,7 @@ def test_compare_lazretrieval_mteb_and_paper_tables(tmp_path, tiny, parallel, mo
                                                     capsys):  # fmt: skip
     """`lira compare` on LazRetrieval's released test split, then on MTEB tasks with
     --paper-tables: Table 1 and Table 2 rows of this run are filled, the rest is '—'."""
-    from lira.cli import main
+    from pipeline.cli import main
 
     _lazretrieval(tmp_path / "laz", parallel)
     cfg = tmp_path / "cfg.yaml"

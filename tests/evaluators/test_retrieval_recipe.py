@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lira.pipeline import ORDER
-from lira.runconfig import load_config
+from pipeline.runconfig import load_config
+from pipeline.stages import ORDER
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "configs" / "retrieval_qwen3_8b.yaml"

@@ -24,7 +24,7 @@ from lira.accelerator import process_state
 from lira.config import ModelsConfig, from_dict
 from lira.encoding import length_batches
 from lira.models import Backbone
-from lira.runconfig import RunConfig
+from pipeline.runconfig import RunConfig
 
 
 def fit_both_ways() -> tuple[list[tuple[object, ...]], list[int]]:

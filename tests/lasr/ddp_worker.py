@@ -29,7 +29,7 @@ from lira.checkpoint.folders import step_dir
 from lira.config import DataConfig, ModelsConfig, from_dict
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
-from lira.runconfig import RunConfig
+from pipeline.runconfig import RunConfig
 
 
 def small_data() -> tuple[RetrievalData, PairData]:

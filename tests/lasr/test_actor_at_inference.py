@@ -8,9 +8,9 @@ import torch
 from torch import nn
 
 from lasr.model import LiRAModel
-from lira.runconfig import RunConfig
 from lira.translation.config import TranslationConfig, TranslatorConfig
 from lira.translation.store import TranslationStore
+from pipeline.runconfig import RunConfig
 
 DE = ["Wie viele Punkte gab die Verteidigung ab?", "Wer führte das Team an?"]
 GOOD = ["How many points did the defense allow?", "Who led the team?"]
@@ -51,7 +51,7 @@ def test_the_actor_picks_among_two_inference_candidates(tmp_path, models_config)
 def test_the_k2_config_offers_two_candidates_at_inference():
     from pathlib import Path
 
-    from lira.runconfig import load_config
+    from pipeline.runconfig import load_config
 
     root = Path(__file__).resolve().parents[2] / "configs"
     at_inference = {}

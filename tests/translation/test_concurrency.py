@@ -6,9 +6,9 @@ answering at the same time per model and answers each after a delay.
 
 from __future__ import annotations
 
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.engine import fill_store
+from pipeline.runconfig import RunConfig
 
 from .fake_openai import FakeServer
 

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
-from argparse import Namespace
 
 import pytest
 
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.engine import fill_store, run_translate, store_path
 from lira.translation.scheduling import EMPTY_SOURCE
 from lira.translation.store import TranslationStore
+from pipeline.runconfig import RunConfig
 
 
 def _cfg(tmp_path, mt_path, llm=(), critic=None, **kw) -> RunConfig:
@@ -108,9 +107,9 @@ def test_run_translate_import_and_summary(tmp_path, mt_path):
     f = tmp_path / "ref.jsonl"
     f.write_text(json.dumps({"source_id": "1", "source_text": "Hallo Welt.", "source_lang": "de",
                              "translation": "Hello world.", "translator": "xquad-en"}) + "\n")  # fmt: skip
-    assert run_translate(cfg, Namespace(import_file=str(f), translator="xquad-en"))["imported"] == 1
+    assert run_translate(cfg, import_file=str(f), translator="xquad-en")["imported"] == 1
     # the dataset run: MT for every source, XQuAD-R English originals for training sources only
-    s = run_translate(cfg, Namespace(import_file=None, translator=None))
+    s = run_translate(cfg, import_file=None, translator=None)
     assert json.loads((tmp_path / "translate_summary.json").read_text()) == s
     assert s["sources"] == 5
     assert s["translators"]["mt"]["generated"] + s["translators"]["mt"]["failed"] == 5
@@ -128,5 +127,5 @@ def test_run_translate_import_and_summary(tmp_path, mt_path):
         held = store.candidates([r.text for r in splits.eval_sources], "de", [ref])
         assert store.candidates(["Hallo Welt."], "de", [ref])[0][0].text == "Hello world."
     assert all(len(c) == 1 and c[0].text for c in train) and all(c == [] for c in held)
-    s2 = run_translate(cfg, Namespace(import_file=None, translator=None))
+    s2 = run_translate(cfg, import_file=None, translator=None)
     assert s2["generated"] == 0

@@ -13,12 +13,12 @@ import pytest
 
 from lira.config import ModelsConfig
 from lira.models import generators
-from lira.runconfig import RunConfig
 from lira.translation import translators
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.critic import build_critic
 from lira.translation.engine import fill_store, store_path
 from lira.translation.store import TranslationStore
+from pipeline.runconfig import RunConfig
 
 SRC = "Der Hund schläft."
 

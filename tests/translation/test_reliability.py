@@ -341,8 +341,8 @@ def test_critic_config_default_sends_no_key():
 
 def test_missing_model_folders_are_named(tmp_path, server):
     from lira.errors import MissingFileError
-    from lira.runconfig import RunConfig
     from lira.translation.config import TranslationConfig
+    from pipeline.runconfig import RunConfig
 
     cfg = run_config(str(tmp_path / "a"), server.url)
     cfg.translation.critic = CriticConfig(kind="vllm", model=str(tmp_path / "no-critic"))

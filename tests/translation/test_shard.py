@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from lira.cli import main
 from lira.translation.config import TranslatorConfig
 from lira.translation.schema import COLUMNS as _COLUMNS
 from lira.translation.shards import (
@@ -24,6 +23,7 @@ from lira.translation.shards import (
     shard_store_path,
 )
 from lira.translation.store import Row, TranslationStore
+from pipeline.cli import main
 
 from .fake_openai import FakeServer
 

@@ -148,7 +148,7 @@ def test_kill_9_mid_write_leaves_whole_transactions(tmp_path):
 RUNNER = textwrap.dedent(
     """
     import json, sys
-    from lira.runconfig import RunConfig
+    from pipeline.runconfig import RunConfig
     from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
     from lira.translation.engine import fill_store
     out, model, n = sys.argv[1], sys.argv[2], int(sys.argv[3])

@@ -42,12 +42,12 @@ def vllm_model(request) -> str:
 
 
 def test_vllm_translator_and_structured_critic(vllm_model, tmp_path):
-    from lira.runconfig import RunConfig
     from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
     from lira.translation.critic import build_critic
     from lira.translation.engine import fill_store, store_path
     from lira.translation.store import TranslationStore
     from lira.translation.translators import VLLMTranslator
+    from pipeline.runconfig import RunConfig
 
     tcfg = TranslatorConfig(name="smollm2-vllm", kind="vllm", role="llm", model=vllm_model,
                             max_new_tokens=32)  # fmt: skip

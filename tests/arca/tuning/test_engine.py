@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from argparse import Namespace
 from pathlib import Path
 
 import pytest
@@ -12,10 +11,10 @@ from safetensors.torch import load_file
 from arca.tuning.config import TuneTranslatorConfig
 from arca.tuning.engine import run_tune_translator
 from lira.config import DataConfig
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.store import Row, TranslationStore, key_for
 from lira.translation.tuning import tuned_translator
+from pipeline.runconfig import RunConfig
 
 from .conftest import EN, SRC, _reset_accelerate
 
@@ -41,7 +40,7 @@ def tuned_run(arca_dir, models_config, demo_cache, tmp_path_factory):
         ),
     )  # fmt: skip
     _reset_accelerate()
-    summary = run_tune_translator(cfg, Namespace(resume=False))
+    summary = run_tune_translator(cfg, resume=False)
     _reset_accelerate()
     return cfg, summary
 
@@ -85,9 +84,7 @@ def test_resume_continues_from_the_last_checkpoint(tuned_run, tmp_path):
     shutil.copytree(src / "checkpoint-1", tmp_path / "checkpoint-1")
     tc = dataclasses.replace(cfg.tune_translator, steps=2, output=str(tmp_path))
     _reset_accelerate()
-    summary = run_tune_translator(
-        dataclasses.replace(cfg, tune_translator=tc), Namespace(resume=True)
-    )
+    summary = run_tune_translator(dataclasses.replace(cfg, tune_translator=tc), resume=True)
     _reset_accelerate()
     assert summary["steps"] == 2  # step 1 came from the checkpoint (with its log row)
     assert [h["step"] for h in summary["log"]] == [1, 2]
@@ -135,7 +132,7 @@ def test_evaluate_compares_the_backbone_on_base_and_tuned_translations(tuned_run
     from lira.models import load_backbone
 
     cfg, _ = tuned_run
-    summary = run_translator_eval(cfg, Namespace(pairs=5))
+    summary = run_translator_eval(cfg, pairs=5)
     base, tuned = "h(qwen-lm)", "h(qwen-lm-grpo)"
     nd = summary["ndcg@10"]
     assert {

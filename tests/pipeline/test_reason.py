@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import json
-from argparse import Namespace
 
 import pytest
 
 from arca.config import ArcaConfig
 from lira.config import DataConfig, ModelsConfig
 from lira.reasoning.config import ReasonConfig
-from lira.reasoning.runner import load_items, question_text, selected_translations
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
+from pipeline.reason import load_items, question_text, selected_translations
+from pipeline.runconfig import RunConfig
 
 MODES = ["direct", "translate-en", "soft_only", "both"]
 
@@ -73,14 +72,14 @@ def trained(tmp_path_factory, demo_cache):
 
     tmp_path = tmp_path_factory.mktemp("reason")
     english = _import_gold(_config(tmp_path, demo_cache))
-    run_arca(_config(tmp_path, demo_cache), Namespace(resume=False))
+    run_arca(_config(tmp_path, demo_cache), resume=False)
     return tmp_path, english
 
 
 @pytest.mark.slow
 def test_reason_runs_every_mode_and_writes_the_table(trained, demo_cache, capsys):
     from arca.model import load_arca
-    from lira.reasoning.runner import run_reason
+    from pipeline.reason import run_reason
 
     tmp_path, english = trained
     cfg = _config(tmp_path, demo_cache)
@@ -108,7 +107,7 @@ def test_reason_runs_every_mode_and_writes_the_table(trained, demo_cache, capsys
 
 @pytest.mark.slow
 def test_reason_refuses_an_arca_trained_for_another_llm(trained, demo_cache):
-    from lira.reasoning.runner import run_reason
+    from pipeline.reason import run_reason
 
     cfg = _config(trained[0], demo_cache)
     cfg.reason.llm = "demo:smollm2"  # d = 576, the Arca Adaptor maps into the tiny LM's d
@@ -117,7 +116,7 @@ def test_reason_refuses_an_arca_trained_for_another_llm(trained, demo_cache):
 
 
 def test_reason_without_arca_checkpoint_is_a_clear_error(tmp_path, demo_cache):
-    from lira.reasoning.runner import run_reason
+    from pipeline.reason import run_reason
 
     cfg = _config(tmp_path, demo_cache)
     with pytest.raises(FileNotFoundError, match=r"train one with `lira arca`"):

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import logging
-from argparse import Namespace
 from pathlib import Path
 from typing import Any
 
@@ -30,9 +29,9 @@ from lira.models.devices import resolve_device
 from lira.reasoning.answers import extract_choice, extract_number, numbers_equal
 from lira.reasoning.data import ChoiceItem, MathItem, demo_reasoning_path, load_mgsm, load_xcsqa
 from lira.reasoning.soft_prompt import SoftPromptBuilder, VLLMSoftPromptGenerator, user_message
-from lira.runconfig import RunConfig
 from lira.translation.engine import fill_store, store_path
 from lira.translation.store import TranslationStore
+from pipeline.runconfig import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +91,7 @@ def selected_translations(
     return out
 
 
-def run_reason(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
+def run_reason(cfg: RunConfig) -> dict[str, Any]:
     """Engine of ``lira reason``: accuracy per task x language x mode -> <output_dir>/reason/."""
 
     rc = cfg.reason

@@ -15,8 +15,8 @@ from arca.config import ArcaConfig
 from evaluators.config import EvalConfig
 from lasr.config import LaSRConfig
 from lira.config import DataConfig, save_config
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
+from pipeline.runconfig import RunConfig
 
 pytestmark = pytest.mark.slow
 
@@ -97,7 +97,7 @@ def _count(path) -> int:
 
 
 def test_ablate_trains_the_rows_and_writes_table5(tmp_path, models_config):
-    from lira.cli import main
+    from pipeline.cli import main
 
     cfg = _config(tmp_path, models_config)
     rows_in_store = _fill_store(cfg)

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from lira.cli import COMMANDS, build_parser, describe_config, main
 from lira.config import field_docs, open_sections
-from lira.runconfig import config_sections
+from pipeline.cli import COMMANDS, build_parser, describe_config, main
+from pipeline.runconfig import config_sections
 
 
 @pytest.mark.parametrize("command", [*COMMANDS, "baseline-merge"])
@@ -65,7 +65,7 @@ def test_field_docs_reads_attribute_docstrings():
 
 def test_the_cli_starts_without_torch():
     """``lira --help`` imports no engine: stage modules (and torch) load when a stage runs."""
-    code = "import sys, lira.cli; sys.exit(int('torch' in sys.modules))"
+    code = "import sys, pipeline.cli; sys.exit(int('torch' in sys.modules))"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
 
@@ -143,12 +143,12 @@ def test_user_errors_are_one_line_without_traceback(tmp_path, capsys, args, code
 
 
 def test_internal_bugs_keep_their_traceback(monkeypatch, tmp_path):
-    import lira.cli as cli
+    import pipeline.run as run
 
     def engine(cfg, args):
         raise ValueError("an internal bug")
 
-    monkeypatch.setattr(cli, "_load_engine", lambda target: engine)
+    monkeypatch.setattr(run, "run_command", engine)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("arca:\n  steps: 3\n")
     with pytest.raises(ValueError, match="an internal bug"):
@@ -166,12 +166,12 @@ def test_internal_bugs_keep_their_traceback(monkeypatch, tmp_path):
     ids=["ctrl-c", "disk-full", "permission", "missing-path"],
 )
 def test_environment_errors_are_one_line(monkeypatch, tmp_path, capsys, exc, code, pattern):
-    import lira.cli as cli
+    import pipeline.run as run
 
     def engine(cfg, args):
         raise exc
 
-    monkeypatch.setattr(cli, "_load_engine", lambda target: engine)
+    monkeypatch.setattr(run, "run_command", engine)
     cfg = tmp_path / "c.yaml"
     cfg.write_text("arca:\n  steps: 3\n")
     assert main(["arca", str(cfg)]) == code

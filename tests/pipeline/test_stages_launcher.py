@@ -9,18 +9,17 @@ import json
 
 import pytest
 
-import lira.pipeline as pipeline
-from lira.cli import main
+import pipeline.run as pipeline
 from lira.config import save_config
-from lira.runconfig import RunConfig
+from pipeline.cli import main
+from pipeline.runconfig import RunConfig
 
 
 def _fake_engines(monkeypatch, calls: list[str]) -> None:
-    def fake(target):
-        stage = next(name for name, s in pipeline.STAGES.items() if s.engine == target)
-        return lambda cfg, args: calls.append(stage) or {}
+    def fake(stage, cfg, opts):
+        return calls.append(stage) or {}
 
-    monkeypatch.setattr(pipeline, "load_engine", fake)
+    monkeypatch.setattr(pipeline, "run_stage", fake)
 
 
 @pytest.mark.parametrize("rank", [0, 1])
@@ -59,7 +58,7 @@ def test_the_cli_ends_the_process_group_once_after_the_command(tmp_path, monkeyp
     import torch.distributed as dist
 
     events: list[str] = []
-    monkeypatch.setattr(pipeline, "run_pipeline", lambda cfg, args: events.append("run"))
+    monkeypatch.setattr(pipeline, "run_pipeline", lambda cfg, **kw: events.append("run"))
     monkeypatch.setattr(dist, "is_initialized", lambda: True)
     monkeypatch.setattr(dist, "destroy_process_group", lambda: events.append("destroy"))
     save_config(RunConfig(output_dir=str(tmp_path)), tmp_path / "run.yaml")

@@ -13,16 +13,16 @@ seeds as the full model, in ``<output_dir>/ablations/<row>/``:
 What each switch removes is documented on its config field (``lira arca --help``, ``lira lasr
 --help``). A row whose Arca config equals an earlier row's (every LaSR-only row: the full
 row's) shares that Arca (``run_lasr(arca_dir=…)``) instead of training a copy; ``full`` always
-runs (the deltas are against it). The engines are the ordinary ones (``arca.engine:run_arca``,
-``lasr.engine:run_lasr``); the evaluation is the LiRA model's only (no backbone, no
-baselines), through ``evaluators.runner`` on the held-out split.
+runs (the deltas are against it). The engines are the ordinary ones (``arca.engine.run_arca``,
+``lasr.engine.run_lasr``); the evaluation is the LiRA model's only (no backbone, no
+baselines), through ``evaluators.engine`` on the held-out split.
 
 Translations: every row reads the main run's store (``translation.store`` of the config, under
 ``output_dir``; ``lira translate CONFIG`` fills it) with ``arca.online_translation=false``, so
 nothing is translated again and every row sees the same candidates.
 
 A row's stage is skipped when its marker ``<row>/stages/<stage>.json`` holds the same config
-fingerprint (``lira.pipeline.stage_fingerprint``), so adding rows or re-running costs only
+fingerprint (``pipeline.stages.stage_fingerprint``), so adding rows or re-running costs only
 what changed.
 
 Output: ``<output_dir>/ablations/table5.md`` and ``table5.json``: per row nDCG@10 of En-En and
@@ -39,49 +39,29 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-from argparse import Namespace
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict
 
 import numpy as np
 
+from arca.engine import run_arca
+from evaluators.engine import EmbeddingCache, retrieval_values, scenario_values
+from evaluators.scenarios import build_scenarios
+from lasr.engine import run_lasr
+from lasr.model import LiRAModel
 from lira.config import from_dict, to_dict
 from lira.config_yaml import apply_overrides
+from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
 from lira.jsonio import write_json
-from lira.pipeline import load_engine, stage_fingerprint
-from lira.runconfig import RunConfig
+from lira.translation.engine import store_path
+from pipeline.ablation_rows import ROWS, AblationRow
+from pipeline.runconfig import RunConfig
+from pipeline.stages import stage_fingerprint
 
 log = logging.getLogger(__name__)
 
 METRIC = "ndcg@10"
-
-
-@dataclass(frozen=True)
-class AblationRow:
-    """One row of Table 5."""
-
-    name: str
-    """Folder name under ``<output_dir>/ablations/`` and the ``--rows`` value."""
-    label: str
-    """The row's name in paper 004's Table 5."""
-    overrides: tuple[str, ...]
-    """Dotted config overrides that remove the component."""
-
-
-ROWS: dict[str, AblationRow] = {
-    r.name: r
-    for r in (
-        AblationRow("full", "LiRA (full)", ()),
-        AblationRow("no-llm-critic", "– LLM critic", ("arca.use_llm_critic=false",)),
-        AblationRow("no-embeds-critic", "– Embeds critic", ("arca.use_embedding_critic=false",)),
-        AblationRow("no-translations", "– Translations", ("lasr.use_translations=false",)),
-        AblationRow("no-multi-enc", "– Multi-enc", ("lasr.use_multilingual_encoder=false",)),
-        AblationRow("no-queue", "– FIFO queue", ("lasr.use_queue=false",)),
-    )
-}
-"""Table 5's rows in the paper's order."""
 
 
 def row_config(cfg: RunConfig, row: AblationRow, store: Path) -> RunConfig:
@@ -142,9 +122,6 @@ def _mark(folder: Path, stage: str, fingerprint: str, **extra: str) -> None:
 
 def train_rows(cfg: RunConfig, rows: list[AblationRow], store: Path) -> dict[str, TrainedRow]:
     """Train Arca (unless shared) and LaSR for every row; {row: {config, arca_dir}}."""
-    run_arca = load_engine("arca.engine:run_arca")
-    run_lasr = load_engine("lasr.engine:run_lasr")
-    args = Namespace(resume=False)
     arcas: dict[str, Path] = {}  # Arca fingerprint -> trained folder
     out: dict[str, TrainedRow] = {}
     for row in rows:
@@ -160,7 +137,7 @@ def train_rows(cfg: RunConfig, rows: list[AblationRow], store: Path) -> dict[str
                 log.info("ablation %s: Arca already trained with this config", row.name)
             else:
                 log.info("ablation %s: training Arca (%s)", row.name, row.overrides or "full")
-                run_arca(rc, args)
+                run_arca(rc)
                 _mark(folder, "arca", fp_arca)
             arcas[fp_arca] = arca_dir
         fp_lasr = stage_fingerprint(rc, "lasr")
@@ -168,7 +145,7 @@ def train_rows(cfg: RunConfig, rows: list[AblationRow], store: Path) -> dict[str
             log.info("ablation %s: LaSR already trained with this config", row.name)
         else:
             log.info("ablation %s: training LaSR on the Arca of %s", row.name, arca_dir)
-            run_lasr(rc, args, arca_dir=arca_dir)
+            run_lasr(rc, arca_dir=arca_dir)
             _mark(folder, "lasr", fp_lasr, arca_dir=str(arca_dir))
         out[row.name] = {"config": rc, "arca_dir": arca_dir, "fingerprint": fp_lasr}
     return out
@@ -182,12 +159,6 @@ def evaluate_lira(cfg: RunConfig, model_dir: Path) -> Evaluation:
     language); a retrieval set gives ``En`` (English queries, if any) and ``L`` (every other
     query language over the documents of its language).
     """
-    # lazy: `lira --help` imports this module for ROWS and must start without torch
-    from evaluators.engine import EmbeddingCache, retrieval_values, scenario_values
-    from evaluators.scenarios import build_scenarios
-    from lasr.model import LiRAModel
-    from lira.data.splits import load_splits
-
     splits = load_splits(cfg.data)
     model = LiRAModel.from_pretrained(model_dir, translation=cfg.translation)
     model.use_run_cache(cfg.output_dir)
@@ -312,15 +283,14 @@ def _eval_fingerprint(cfg: RunConfig, lasr_fp: str) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def run_ablate(cfg: RunConfig, args: Namespace | None = None) -> list[dict[str, Any]]:
-    """Engine of ``lira ablate``: train and evaluate the requested Table 5 rows, write the table."""
-    from lira.translation.engine import store_path
-
-    asked = list(getattr(args, "rows", None) or ROWS)
+def run_ablate(cfg: RunConfig, *, rows: list[str] | None = None) -> list[dict[str, Any]]:
+    """Engine of ``lira ablate``: train and evaluate the requested Table 5 rows (``rows``,
+    ``--rows``; default all), write the table."""
+    asked = list(rows or ROWS)
     unknown = [r for r in asked if r not in ROWS]
     if unknown:
         raise UserInputError(f"unknown ablation rows {unknown}; choose from {list(ROWS)}")
-    rows = [ROWS[n] for n in ROWS if n == "full" or n in asked]  # paper order, full first
+    chosen = [ROWS[n] for n in ROWS if n == "full" or n in asked]  # paper order, full first
     store = store_path(cfg).resolve()
     if not store.is_file():
         raise MissingFileError(
@@ -328,10 +298,10 @@ def run_ablate(cfg: RunConfig, args: Namespace | None = None) -> list[dict[str, 
             "translations; run `lira translate CONFIG` (or `lira run CONFIG`) first"
         )
     root = Path(cfg.output_dir) / "ablations"
-    trained = train_rows(cfg, rows, store)
+    trained = train_rows(cfg, chosen, store)
     results: dict[str, dict[str, Any]] = {}
     columns: dict[str, str] = {}
-    for row in rows:
+    for row in chosen:
         rc = trained[row.name]["config"]
         folder = Path(rc.output_dir)
         fp = _eval_fingerprint(rc, trained[row.name]["fingerprint"])

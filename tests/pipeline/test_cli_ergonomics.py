@@ -9,7 +9,7 @@ import os
 import pytest
 
 from lira import __version__
-from lira.cli import COMMANDS, build_parser, main
+from pipeline.cli import COMMANDS, build_parser, main
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))

@@ -13,8 +13,8 @@ from lasr.config import LaSRConfig
 from lira.baselines.config import BaselinesConfig
 from lira.config import DataConfig
 from lira.errors import LiRAError
-from lira.runconfig import RunConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
+from pipeline.runconfig import RunConfig
 
 METHODS = ["infonce", "clear", "lancer", "jsd", "merging"]
 
@@ -71,7 +71,8 @@ def _import_machine_translations(cfg: RunConfig) -> None:
 
 @pytest.mark.slow
 def test_run_writes_the_leaderboard_and_resumes_stage_by_stage(tmp_path, models_config):
-    from lira.pipeline import ORDER, run_pipeline, stage_fingerprint
+    from pipeline.run import run_pipeline
+    from pipeline.stages import ORDER, stage_fingerprint
 
     cfg = _config(tmp_path, models_config)
     _import_machine_translations(cfg)
@@ -102,21 +103,16 @@ def test_run_writes_the_leaderboard_and_resumes_stage_by_stage(tmp_path, models_
 
 
 def test_pending_failures_rerun_the_stage_and_bad_markers_do_not_crash(tmp_path, monkeypatch):
-    import lira.pipeline as pipeline
+    import pipeline.run as pipeline
 
     calls: list[str] = []
     pending = {"translate": 3}
 
-    def fake(target):
-        stage = next(name for name, s in pipeline.STAGES.items() if s.engine == target)
+    def fake(stage, cfg, opts):
+        calls.append(stage)
+        return {"pending": pending.get(stage, 0)}
 
-        def engine(cfg, args):
-            calls.append(stage)
-            return {"pending": pending.get(stage, 0)}
-
-        return engine
-
-    monkeypatch.setattr(pipeline, "load_engine", fake)
+    monkeypatch.setattr(pipeline, "run_stage", fake)
     cfg = RunConfig(output_dir=str(tmp_path), stages=["translate", "arca"])
     pipeline.run_pipeline(cfg)
     assert calls == ["translate", "arca"]
@@ -137,7 +133,7 @@ def test_pending_failures_rerun_the_stage_and_bad_markers_do_not_crash(tmp_path,
 def test_a_refused_stage_leaves_config_yaml_as_it_was(tmp_path, monkeypatch):
     """Any user error (not only a refused checkpoint) before a stage finished restores the
     config of the outputs that are there; a checkpoint error is prefixed with the stage."""
-    import lira.pipeline as pipeline
+    import pipeline.run as pipeline
     from lira.config import ConfigError
     from lira.errors import CheckpointError
     from lira.translation.engine import NothingTranslated
@@ -145,17 +141,14 @@ def test_a_refused_stage_leaves_config_yaml_as_it_was(tmp_path, monkeypatch):
     errors = iter([ConfigError("arca.train_encoder", "refused"), NothingTranslated("nothing"),
                    CheckpointError("no intact checkpoint")])  # fmt: skip
 
-    def fake(target):
-        def engine(cfg, args):
-            raise next(errors)
-
-        return engine
+    def fake(stage, cfg, opts):
+        raise next(errors)
 
     cfg = RunConfig(output_dir=str(tmp_path), stages=["arca"])
-    monkeypatch.setattr(pipeline, "load_engine", lambda t: lambda c, a: {})
+    monkeypatch.setattr(pipeline, "run_stage", lambda s, c, o: {})
     pipeline.run_pipeline(cfg)
     record = (tmp_path / "config.yaml").read_bytes()
-    monkeypatch.setattr(pipeline, "load_engine", fake)
+    monkeypatch.setattr(pipeline, "run_stage", fake)
     changed = RunConfig(output_dir=str(tmp_path), stages=["arca"], seed=7)
     for pattern in (r"arca.train_encoder", r"^nothing$", r"^stage arca: no intact checkpoint"):
         with pytest.raises(LiRAError, match=pattern):
@@ -175,9 +168,9 @@ def test_run_resume_after_a_config_change_refuses_naming_stage_keys_and_fix(
     """`lira run --resume` with a changed Arca key: one line naming the stage, the changed key
     and the fixes; the finished stage's outputs, its marker and config.yaml stay as they were.
     With the old config, --resume skips every finished stage."""
-    from lira.cli import main
     from lira.config import save_config
-    from lira.runconfig import load_config
+    from pipeline.cli import main
+    from pipeline.runconfig import load_config
 
     out = tmp_path / "out"
     cfg = _config(out, models_config)

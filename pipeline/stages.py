@@ -11,33 +11,29 @@ written with another config (naming the stage, the changed keys and the fix), an
 refusal leaves ``config.yaml`` describing the outputs that are still there.
 
 :data:`STAGES` is the one list of stages: the ``lira`` subcommands that run a stage alone are
-built from it too. Engines are named ``"module:function"`` and imported when their stage runs,
-so ``lira --help`` starts without torch.
+built from it too. This module names no engine (``lira --help`` reads it and starts without
+torch): each stage's adapter, which calls its engine, is in :mod:`pipeline.run`, with
+:func:`~pipeline.run.run_pipeline`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib
 import json
 import logging
 import os
-import time
-from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from arca.config import ArcaConfig
 from evaluators.config import EvalConfig
 from lasr.config import LaSRConfig
 from lira.baselines.config import BaselinesConfig, flat_baselines
-from lira.config import save_config, to_dict
-from lira.errors import CheckpointError, LiRAError
-from lira.jsonio import write_json
+from lira.config import to_dict
+from lira.errors import LiRAError
 from lira.reasoning.config import ReasonConfig
-from lira.runconfig import RunConfig
 from lira.translation.config import TranslationConfig
+from pipeline.runconfig import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +43,7 @@ class Stage:
     """One stage of the main job and the ``lira`` subcommand that runs it alone."""
 
     command: str
-    """The subcommand (``lira <command> CONFIG``)."""
-    engine: str
-    """``"module:function"`` taking ``(RunConfig, argparse.Namespace)``."""
+    """The subcommand (``lira <command> CONFIG``); its adapter is :func:`pipeline.run.run_stage`'s."""
     sections: tuple[str, ...]
     """Config sections whose change re-runs this stage (and every later one)."""
     config: type
@@ -59,18 +53,17 @@ class Stage:
 
 
 STAGES: dict[str, Stage] = {
-    "translate": Stage("translate", "arca.engine:run_translate",
-                       ("data", "translation"), TranslationConfig,
+    "translate": Stage("translate", ("data", "translation"), TranslationConfig,
                        "fill the translation store with K candidates per source text and critic scores"),
-    "arca": Stage("arca", "arca.engine:run_arca", ("models", "arca"), ArcaConfig,
+    "arca": Stage("arca", ("models", "arca"), ArcaConfig,
                   "train Arca (encoder g, Adaptor, Actor)"),
-    "lasr": Stage("lasr", "lasr.engine:run_lasr", ("lasr",), LaSRConfig,
+    "lasr": Stage("lasr", ("lasr",), LaSRConfig,
                   "fine-tune LaSR (fusion head, gate and Arca's Adaptor) end to end"),
-    "baselines": Stage("baseline", "lira.baselines.trainer:run_baselines", ("baselines",),
+    "baselines": Stage("baseline", ("baselines",),
                        BaselinesConfig, "train the baselines of papers 000-003 on the same data"),
-    "compare": Stage("compare", "evaluators.compare:run_compare", ("eval",), EvalConfig,
+    "compare": Stage("compare", ("eval",), EvalConfig,
                      "evaluate the backbone, LiRA and every baseline on the same scenarios"),
-    "reason": Stage("reason", "lira.reasoning.runner:run_reason", ("reason",), ReasonConfig,
+    "reason": Stage("reason", ("reason",), ReasonConfig,
                     "MGSM / X-CSQA accuracy through a frozen LLM fed [g(x); h(y)] (direct, "
                     "translate-en, LiRA)"),
 }  # fmt: skip
@@ -107,18 +100,12 @@ def stage_fingerprint(cfg: RunConfig, stage: str) -> str:
     for name in ORDER[: ORDER.index(stage) + 1]:
         sections += STAGES[name].sections
     data = to_dict(cfg)
-    data["baselines"] = flat_baselines(cfg.baselines)  # hashed flat, as before
+    data["baselines"] = flat_baselines(cfg.baselines)  # hashed under the flat key names
     blob = json.dumps({k: data[k] for k in sections}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def load_engine(target: str) -> Any:
-    """The function a ``"module:function"`` engine name refers to."""
-    module, func = target.split(":")
-    return getattr(importlib.import_module(module), func)
-
-
-def _read_marker(path: Path) -> dict[str, Any]:
+def read_marker(path: Path) -> dict[str, object]:
     """A stage marker's content; {} when absent or unreadable (the stage then runs again)."""
     if not path.is_file():
         return {}
@@ -128,64 +115,3 @@ def _read_marker(path: Path) -> dict[str, Any]:
         log.warning("stage marker %s is unreadable (%s); the stage runs again", path, e)
         return {}
     return data if isinstance(data, dict) else {}
-
-
-def run_pipeline(cfg: RunConfig, args: Namespace | None = None) -> dict[str, Any]:
-    """Run the configured stages in order, skipping those already finished with this config.
-
-    Under a launcher every process runs the stages (the trainers share the work), except
-    :data:`ONE_PROCESS`, which the main process runs alone; the main process writes the run's
-    files."""
-    out = Path(cfg.output_dir)
-    main = main_process()
-    (out / "stages").mkdir(parents=True, exist_ok=True)
-    record = out / "config.yaml"
-    previous = record.read_bytes() if record.is_file() else None
-    if main:
-        save_config(cfg, record)
-    args = args or Namespace(resume=False, import_file=None, translator=None, methods=None)
-    timings: dict[str, Any] = {}
-    ran = 0
-    from lira.models.devices import release_memory  # torch: imported when a stage runs
-
-    for stage in [s for s in ORDER if s in cfg.stages]:
-        marker = out / "stages" / f"{stage}.json"
-        fingerprint = stage_fingerprint(cfg, stage)
-        done = _read_marker(marker)
-        if done.get("fingerprint") == fingerprint and not done.get("pending"):
-            log.info("stage %s: already done with this config, skipped", stage)
-            timings[stage] = "skipped"
-            continue
-        if stage in ONE_PROCESS and not main:
-            log.info("stage %s: left to the main process (it does not split its work)", stage)
-            timings[stage] = "main process"
-            continue
-        if done.get("pending"):
-            log.info("stage %s: %s item(s) failed last time; running it again", stage,
-                     done["pending"])  # fmt: skip
-        log.info("stage %s: starting", stage)
-        start = time.perf_counter()
-        try:
-            result = load_engine(STAGES[stage].engine)(cfg, args)
-        except LiRAError as e:
-            # Refused (e.g. --resume onto checkpoints of another config, the message names the
-            # changed keys and the fix; a damaged checkpoint; nothing translated) before this
-            # run finished a stage: config.yaml goes back to the config of the outputs that are
-            # still there.
-            if not ran and previous is not None and main:
-                record.write_bytes(previous)
-            if isinstance(e, CheckpointError):
-                raise CheckpointError(f"stage {stage}: {e}") from e
-            raise
-        ran += 1
-        release_memory()  # the stage's models, before the next stage loads its own
-        seconds = round(time.perf_counter() - start, 1)
-        pending = result.get("pending", 0) if isinstance(result, dict) else 0
-        if main:
-            write_json(marker, {"stage": stage, "fingerprint": fingerprint, "seconds": seconds,
-                                "pending": pending})  # fmt: skip
-        log.info("stage %s: done in %.1f s", stage, seconds)
-        timings[stage] = seconds
-    if main:
-        write_json(out / "run_summary.json", {"stages": timings})
-    return timings

@@ -34,18 +34,17 @@ import re
 import sys
 import traceback
 import typing
-from collections.abc import Callable
-from typing import Any
+from types import ModuleType
 
 from arca.tuning.config import TuneTranslatorConfig
 from evaluators.config import EvalConfig
 from lira import __version__
-from lira.ablate import ROWS as ABLATION_ROWS
 from lira.checkpoint.lock import run_lock
 from lira.config import DataConfig, ModelsConfig, field_docs, open_sections
 from lira.errors import LiRAError, UserInputError
-from lira.pipeline import STAGES, load_engine, refuse_launcher
-from lira.runconfig import RunConfig, load_config
+from pipeline.ablation_rows import ROWS as ABLATION_ROWS
+from pipeline.runconfig import RunConfig, load_config
+from pipeline.stages import STAGES, refuse_launcher
 
 ENVIRONMENT_ERRNOS = {
     errno.ENOSPC: "free disk space or choose another --output-dir",
@@ -63,24 +62,25 @@ ENVIRONMENT_ERRNOS = {
 VERBOSITY = ("-v", "--verbose", "-q", "--quiet")
 """Logging flags taken anywhere on the command line."""
 
-# subcommand -> (engine "module:function", config section shown in --help, one-line summary):
-# one per stage of the main job (lira.pipeline.STAGES), then the commands outside it.
+# subcommand -> (the stage of `lira run` it runs alone, "" for the others; config section shown
+# in --help; one-line summary): one per stage of the main job (pipeline.stages.STAGES), then the
+# commands outside it. What each runs: pipeline.run.run_command.
 COMMANDS: dict[str, tuple[str, type, str]] = {
-    **{s.command: (s.engine, s.config, s.summary) for s in STAGES.values()},
-    "eval": ("evaluators.engine:run_eval", EvalConfig, "evaluate one model"),
+    **{s.command: (name, s.config, s.summary) for name, s in STAGES.items()},
+    "eval": ("", EvalConfig, "evaluate one model"),
     "tune-translator": (
-        "arca.tuning.engine:run_tune_translator",
+        "",
         TuneTranslatorConfig,
         "fine-tune an LLM translator of the pool with GRPO on Arca's anchor reward (beyond the paper)",
     ),
     "ablate": (
-        "lira.ablate:run_ablate",
+        "",
         RunConfig,
         "paper 004 Table 5: train each ablation row (same data and budget) under "
         "<output_dir>/ablations/ and write table5.md",
     ),
     "run": (
-        "lira.pipeline:run_pipeline",
+        "",
         RunConfig,
         "the main job: translate -> arca -> lasr -> compare, resumable stage by stage",
     ),
@@ -136,16 +136,19 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help()
 
 
-def _load_engine(target: str) -> Callable[..., Any]:
+def _engines() -> ModuleType:
+    """:mod:`pipeline.run` (every command's adapter and engine), imported when a command runs."""
     try:
-        return load_engine(target)
+        # here, not at the top: the engines import torch, and `lira --help` starts without it
+        from pipeline import run
     except ModuleNotFoundError as e:
-        if e.name and e.name.split(".")[0] in ("lira", "arca", "lasr", "evaluators"):
+        if e.name and e.name.split(".")[0] in ("lira", "arca", "lasr", "evaluators", "pipeline"):
             raise SystemExit(
-                f"lira: cannot import {target} ({e}); the installation is incomplete: "
+                f"lira: cannot import pipeline.run ({e}); the installation is incomplete: "
                 "run `pip install -e .` (or `bash scripts/setup.sh`) in the LiRA checkout"
             ) from None
         raise
+    return run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -316,33 +319,32 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(args: argparse.Namespace) -> None:
-    """Load the config and run the engine of ``args.command``."""
+    """Load the config and run the command ``args.command`` (:func:`pipeline.run.run_command`)."""
     if args.command == "baseline-merge":
-        engine = _load_engine("lira.baselines.merging:merge_command")
-        engine(args.checkpoints, args.weights, args.out)
+        _engines().baseline_merge(args.checkpoints, args.weights, args.out)
         return
     overrides = list(args.overrides)
     if args.output_dir:
         overrides.append(f"output_dir={args.output_dir}")
     cfg = load_config(args.config, overrides)
-    target = COMMANDS[args.command][0]
-    if args.command == "translate" and getattr(args, "mteb", None):
-        if args.shard is not None or args.merge is not None:
-            raise UserInputError("--shard and --merge do not work with --mteb (yet)")
-        target = "evaluators.mteb_translate:translate_tasks"
-    if args.command == "tune-translator" and args.evaluate:
-        target = "evaluators.translators:run_translator_eval"
+    if (
+        args.command == "translate"
+        and args.mteb
+        and (args.shard is not None or args.merge is not None)
+    ):
+        raise UserInputError("--shard and --merge do not work with --mteb (yet)")
     if args.command in ("compare", "eval"):
         refuse_launcher(args.command)
-    engine = _load_engine(target)
+    run = _engines()
+    opts = run.Options.from_args(args)
     try:
-        if args.command == "translate" and getattr(args, "shard", None) is not None:
-            engine(cfg, args)  # shards of one store run side by side (each writes its own file)
+        if args.command == "translate" and args.shard is not None:
+            run.run_command(cfg, opts)  # shards of one store run side by side (each its own file)
         else:
             with run_lock(cfg.output_dir, f"lira {args.command}"):  # one run per output folder
-                engine(cfg, args)
+                run.run_command(cfg, opts)
     finally:
         if "torch.distributed" in sys.modules:  # a launcher's process group: ended once, here
-            from lira.accelerator import end_process_group
+            from lira.accelerator import end_process_group  # torch: loaded by then, not at start
 
             end_process_group()

@@ -1,0 +1,11 @@
+"""The entry floor: the ``lira`` command and the main job, on top of every other package.
+
+- :mod:`pipeline.cli`: the ``lira`` command (one subcommand per stage, plus eval, ablate, …);
+- :mod:`pipeline.runconfig`: :class:`~pipeline.runconfig.RunConfig`, every section of a run;
+- :mod:`pipeline.stages`: the stages of ``lira run`` and their order;
+- :mod:`pipeline.run`: what each command runs (one adapter per command) and the main job;
+- :mod:`pipeline.ablate` (rows in :mod:`pipeline.ablation_rows`), :mod:`pipeline.reason`:
+  ``lira ablate`` and ``lira reason``.
+
+Nothing below imports this package (``tests/test_layering.py``), but ``python -m lira``.
+"""
