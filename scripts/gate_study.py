@@ -21,10 +21,13 @@ other two, score the held-out one; English queries: fitted on the three):
   critic score: this study has no translations (the fused blocks read no translation);
 - ``oracle``: the per-query best a of the whole grid (the ceiling no gate can pass).
 
-Paired bootstrap 95% intervals of each against g alone and against the fixed fusion. Nothing
-here reads a test column.
+Paired bootstrap 95% intervals of each against g alone and against the fixed fusion, then why:
+the share of queries where every option scores the same, and each feature's Spearman rho with
+the per-query gain of an lr-heavy over a g-heavy weight. ``--train-queries N`` also fits the
+fixed fusion and the gates on N de/es training questions per language (the held-out language's
+own left out). Nothing here reads a test column; the numbers are in docs/validation.md ("Gate").
 
-    python scripts/gate_study.py configs/xquad_minilm.yaml [--cache out/study/vecs.pt] [--map distill]
+    python scripts/gate_study.py configs/xquad_minilm.yaml [--map distill] [--train-queries 450]
 """
 
 from __future__ import annotations
@@ -83,6 +86,18 @@ def is_latin(text: str) -> float:
     """1.0 when most letters of ``text`` are Latin (code points below U+0250)."""
     letters = [c for c in text if c.isalpha()]
     return float(sum(ord(c) < 0x250 for c in letters) * 2 >= len(letters))
+
+
+def spearman(a: Tensor, b: Tensor) -> float:
+    """Spearman rank correlation of two vectors [N] (average ranks for ties)."""
+
+    def rank(t: Tensor) -> Tensor:
+        t = t.double()
+        return ((t[:, None] > t[None]).sum(1) + 0.5 * ((t[:, None] == t[None]).sum(1) - 1)).double()
+
+    ra, rb = rank(a), rank(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    return float((ra * rb).sum() / (ra.norm() * rb.norm()).clamp(min=1e-12))
 
 
 def fit_policy(x: Tensor, gain: Tensor, penalty: float, steps: int = 200) -> Tensor:
@@ -285,9 +300,19 @@ def main() -> None:
     print("feature means per language: " + ", ".join(FEATURES))
     for y, r in {**rows, **extra}.items():
         print(f"  {y}: " + " ".join(f"{float(c):.3f}" for c in x[r].mean(0)))
-    oracle_opt = util_opt.max(1).values
-    print("oracle among the gate's options, foreign mean: "
-          f"{float(torch.cat([oracle_opt[rows[y]] for y in langs]).mean()) * 100:.2f}")  # fmt: skip
+    fr = torch.cat([rows[y] for y in langs])
+    oracle_opt = util_opt[fr].max(1).values
+    ties = (util_opt[fr].max(1).values - util_opt[fr].min(1).values < 1e-9).float().mean()
+    print(
+        f"oracle among the gate's options, foreign mean {float(oracle_opt.mean()) * 100:.2f}; "
+        f"foreign validation queries where every option scores the same: {float(ties):.0%}"
+    )
+    lo, hi = OPTIONS.index(1 / 9), OPTIONS.index(2 / 3)
+    d = util_opt[fr, hi] - util_opt[fr, lo]  # lr-heavy minus g-heavy, per query
+    print(
+        "Spearman rho of each feature with nDCG(a 2/3) - nDCG(a 1/9), foreign validation: "
+        + ", ".join(f"{f} {spearman(x[fr, i], d):+.2f}" for i, f in enumerate(FEATURES))
+    )
 
 
 if __name__ == "__main__":
