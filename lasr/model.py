@@ -15,11 +15,10 @@ For a text x in language l the model computes two streams and fuses them (paper 
 
 and returns ẑ = FusionHead(E_en, E_lr, features, ḡ) ∈ R^{d_en + d_lr (+ d_g)}, ℓ2-normalised
 (:mod:`lasr.fusion`: a per-text weighted concatenation, so English keeps the backbone's order).
-Translations come from the store (offline) or, with ``online=True``, the translator pool first
-fills it for texts missing there (:func:`lira.translation.engine.fill_store`, same pass@k
-translators and critic). ``save_pretrained`` writes a self-describing folder (:mod:`lasr.folder`;
-the backbone as a reference, not copied); a hub id loads like a folder, and
-:meth:`LiRAModel.push_to_hub` uploads.
+Translations come from the store (offline) or, with ``online=True``, the translator pool fills
+it first (:func:`lira.translation.engine.fill_store`). ``save_pretrained`` writes a
+self-describing folder (:mod:`lasr.folder`; the backbone as a reference, not copied); a hub id
+loads like a folder; :meth:`LiRAModel.push_to_hub` uploads.
 """
 
 from __future__ import annotations

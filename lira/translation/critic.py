@@ -281,6 +281,7 @@ class Critic:
 
     # ------------------------------------------------------------------ backends
     def _init_transformers(self, cache_dir: str) -> None:
+        # imported here: an API or embedding critic never loads torch, transformers or xgrammar
         import torch
         import xgrammar as xgr
 
@@ -437,6 +438,7 @@ def build_critic(
 
 def st_encode(ref: str, cache_dir: str = "") -> Encode:
     """texts -> vectors of the sentence-transformers model ``ref`` (folder, hub id, demo alias)."""
+    # imported here: only this critic's encoder needs sentence-transformers (and torch)
     from sentence_transformers import SentenceTransformer
 
     from lira.demo.references import resolve_model
