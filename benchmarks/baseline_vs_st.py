@@ -7,7 +7,7 @@ Both sides fine-tune the same all-MiniLM-L6-v2 (``demo:minilm``, the ``gt-all-mi
 package; mean pooling) on the same (target-language question -> English gold sentence) pairs
 with the same batch size, maximum length, AdamW rate and gradient clipping:
 
-- ours: :class:`lira.baselines.trainer.ContrastiveTrainer`, method ``infonce`` (CLEAR's baseline
+- ours: :class:`lira.baselines.contrastive.ContrastiveTrainer`, method ``infonce`` (CLEAR's baseline
   step: in-batch InfoNCE at τ = ``baselines.clear.tau``; no mined hard negatives here, as MNRL on pairs),
   one more step per ``train(steps=ours.step + 1)`` call (its AdamW: torch's fused kernel where
   the device has one, as the ST trainer's ``adamw_torch_fused``);
@@ -42,8 +42,8 @@ import torch
 
 from lira.baselines.clear import ClearConfig
 from lira.baselines.config import BaselinesConfig
+from lira.baselines.contrastive import ContrastiveTrainer
 from lira.baselines.data import TrainExample, build_examples, recipe
-from lira.baselines.trainer import ContrastiveTrainer
 from lira.config import DataConfig, ModelsConfig
 from lira.data.types import Record
 from lira.demo.packages import minilm_folder

@@ -19,9 +19,6 @@ LAYERS = {"lira": 0, "arca": 1, "lasr": 2, "evaluators": 3, "pipeline": 4}
 PACKAGES = tuple(LAYERS)
 UPWARD_ALLOWED = {("lira.__main__", "pipeline.cli")}
 """The one import up a floor: ``python -m lira`` hands over to the entry floor's CLI."""
-COMPAT_EDGES = {("lira.baselines.trainer", "lira.baselines.engine")}
-"""Imports kept for a caller outside the project, each read on use (a function-local import):
-``../shared/gpu_check.sh`` imports ``run_baselines`` from ``lira.baselines.trainer``."""
 LOCAL_IMPORTS_CHECKED = ("pipeline",)
 """Packages whose function-local project imports must each carry a comment saying why."""
 
@@ -85,7 +82,7 @@ def test_every_import_points_down_or_sideways():
     pipeline), but ``lira/__main__.py``'s hand-over to ``pipeline.cli``."""
     g = graph()
     assert upward_imports(g) == []
-    assert all(d in g[m] for m, d in UPWARD_ALLOWED | COMPAT_EDGES)  # no stale exception
+    assert all(d in g[m] for m, d in UPWARD_ALLOWED)  # no stale exception
 
 
 def test_the_layers_are_the_packages():
@@ -97,8 +94,6 @@ def test_the_layers_are_the_packages():
 def test_no_import_cycle():
     """The module graph is acyclic (Tarjan's strongly connected components are all single)."""
     g = graph()
-    for module, dep in COMPAT_EDGES:
-        g[module].discard(dep)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

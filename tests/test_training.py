@@ -64,7 +64,7 @@ def test_a_missing_tracker_package_is_a_config_error_naming_the_key(tmp_path):
 def _trainers() -> list[type]:
     from arca.trainer import ArcaTrainer
     from lasr.trainer import LaSRTrainer
-    from lira.baselines.trainer import ContrastiveTrainer
+    from lira.baselines.contrastive import ContrastiveTrainer
 
     return [ArcaTrainer, LaSRTrainer, ContrastiveTrainer]
 
@@ -126,8 +126,8 @@ def test_the_baseline_optimizer_is_fused_or_foreach():
 def test_the_baseline_trainer_honours_report_to_and_max_grad_norm(models_config, tmp_path):
     """baselines.report_to picks the tracker (make_accelerator), the loss reaches it through
     log_metrics, gradients are clipped at baselines.max_grad_norm, finalize writes the folder."""
+    from lira.baselines.contrastive import ContrastiveTrainer
     from lira.baselines.data import build_examples, training_splits
-    from lira.baselines.trainer import ContrastiveTrainer
     from lira.models import load_backbone
 
     no_negatives = {"clear": ClearConfig(negatives=0)}

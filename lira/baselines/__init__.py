@@ -6,8 +6,8 @@
   compositions, GIST guided loss and weight-averaged merging (paper 001).
 - :mod:`~lira.baselines.lancer`: LANCER language-concept erasure (paper 002).
 - :mod:`~lira.baselines.jsd`: JSD alignment + reversed InfoNCE (paper 003).
-- :mod:`~lira.baselines.trainer`: the one contrastive trainer (a :class:`lira.training.Trainer`)
-  and the ``lira baseline`` engine; :mod:`~lira.baselines.data` its training rows, mined
+- :mod:`~lira.baselines.contrastive`: the one contrastive trainer (a :class:`lira.training.Trainer`);
+  :mod:`~lira.baselines.engine` the ``lira baseline`` engine; :mod:`~lira.baselines.data` its training rows, mined
   negatives and recipes; :mod:`~lira.baselines.export` the saved, loadable baseline folders
   and their run fingerprint.
 - :mod:`~lira.baselines.method` + :mod:`~lira.baselines.registry`: what a method is (recipe,

@@ -1,7 +1,7 @@
 """The engine of ``lira baseline``: train each configured method and write ``baselines/summary.json``.
 
 :func:`run_baselines` trains the methods one after another with the
-:class:`~lira.baselines.trainer.ContrastiveTrainer` (or a method's own loop) and skips, under
+:class:`~lira.baselines.contrastive.ContrastiveTrainer` (or a method's own loop) and skips, under
 ``--resume``, a method already trained with the same config.
 """
 
@@ -16,10 +16,10 @@ from accelerate import PartialState
 
 from lira.accelerator import distributed_cpu
 from lira.baselines.config import BaselinesRun
+from lira.baselines.contrastive import mine_negatives, train_method
 from lira.baselines.data import build_examples, training_splits
-from lira.baselines.export import META_FILE
+from lira.baselines.export import META_FILE, baseline_fingerprint
 from lira.baselines.registry import get_method, method_names
-from lira.baselines.trainer import baseline_fingerprint, mine_negatives, train_method
 from lira.checkpoint.fingerprint import check_fingerprint
 from lira.jsonio import write_json
 

@@ -14,7 +14,7 @@ writes a loadable HF folder: config.json + model.safetensors + tokenizer files +
 json of the first checkpoint.
 
 :data:`METHOD` is the ``merging`` baseline: one or two :data:`GIST` fine-tunes, each a
-:class:`~lira.baselines.trainer.ContrastiveTrainer` run (the :class:`lira.training.Trainer`
+:class:`~lira.baselines.contrastive.ContrastiveTrainer` run (the :class:`lira.training.Trainer`
 loop), then the average; :data:`GIST` is the objective of each fine-tune.
 """
 
@@ -42,9 +42,9 @@ from lira.baselines.composition import (
     gist_loss,
 )
 from lira.baselines.config import BaselinesRun, RecipeConfig, check_negatives, paper_recipe
+from lira.baselines.contrastive import ContrastiveTrainer, fixed_batches, train_stats
 from lira.baselines.export import baseline_fingerprint, save_baseline
 from lira.baselines.method import BaselineMethod, Batch, Example, HookTrainer, english_rows
-from lira.baselines.trainer import ContrastiveTrainer, fixed_batches, train_stats
 from lira.config import check
 from lira.data.types import ParallelData, Record
 from lira.data.xquad_r import XQuADR

@@ -1,15 +1,15 @@
 """What one baseline method is: its recipe, the data it needs, its batches and its loss.
 
 A method is an object (a :class:`BaselineMethod` subclass instance, one per method file) that
-:class:`~lira.baselines.trainer.ContrastiveTrainer` calls through hooks; the trainer owns the
+:class:`~lira.baselines.contrastive.ContrastiveTrainer` calls through hooks; the trainer owns the
 model, the optimizer, the schedule, the skipping of non-finite steps and the checkpoints.
 The hooks receive the trainer, whose attributes a method reads: ``examples`` (the
-:class:`~lira.baselines.trainer.TrainExample` rows), ``corpus``, ``doc_index`` /
+:class:`~lira.baselines.contrastive.TrainExample` rows), ``corpus``, ``doc_index`` /
 ``corpus_key`` (document ids -> the indices that in-batch masking compares), ``cfg`` (the
 ``baselines`` config), ``recipe``, ``objective`` (what :meth:`BaselineMethod.setup` returned),
 ``data`` (what :meth:`BaselineMethod.prepare` returned beyond the trainer's own arguments),
 ``multilingual`` / ``composition`` / ``guide`` (LANCER's and paper 001's data), ``model`` /
-``backbone``, ``accelerator`` and :meth:`~lira.baselines.trainer.ContrastiveTrainer.encode`.
+``backbone``, ``accelerator`` and :meth:`~lira.baselines.contrastive.ContrastiveTrainer.encode`.
 
 This module imports no trainer module (and the config only for its types), so a method file
 can import it freely.
@@ -44,7 +44,7 @@ method."""
 
 
 class Example(Protocol):
-    """What a method reads of one training row (:class:`~lira.baselines.trainer.TrainExample`)."""
+    """What a method reads of one training row (:class:`~lira.baselines.contrastive.TrainExample`)."""
 
     @property
     def qid(self) -> str: ...
@@ -83,7 +83,7 @@ class Composed(Protocol):
 
 
 class RecipeView(Protocol):
-    """What a method reads of the trainer's :class:`~lira.baselines.trainer.Recipe`."""
+    """What a method reads of the trainer's :class:`~lira.baselines.contrastive.Recipe`."""
 
     @property
     def batch_size(self) -> int: ...
@@ -102,7 +102,7 @@ class DeviceHolder(Protocol):
 
 class HookTrainer(Protocol):
     """What a baseline hook reads of the trainer (the attributes of the module docstring);
-    :class:`~lira.baselines.trainer.ContrastiveTrainer` satisfies it."""
+    :class:`~lira.baselines.contrastive.ContrastiveTrainer` satisfies it."""
 
     @property
     def examples(self) -> Sequence[Example]: ...
@@ -164,7 +164,7 @@ class BaselineMethod:
     paper 001 App. B.2). Their config fields are part of the method's run fingerprint."""
     own_loop: bool = False
     """True: :meth:`train` replaces the shared training loop (it is then not usable as a
-    :class:`~lira.baselines.trainer.ContrastiveTrainer` objective)."""
+    :class:`~lira.baselines.contrastive.ContrastiveTrainer` objective)."""
 
     def recipe_section(self) -> str | None:
         """The name of the ``baselines.<name>`` recipe it trains with (None = :attr:`defaults`)."""

@@ -18,9 +18,9 @@ import torch
 from accelerate.utils import set_seed
 
 from lira.baselines.composition import build_composition
+from lira.baselines.contrastive import ContrastiveTrainer, mine_negatives
 from lira.baselines.data import build_examples, training_splits
 from lira.baselines.registry import get_method
-from lira.baselines.trainer import ContrastiveTrainer, mine_negatives
 from lira.data.types import ParallelData
 from lira.models import Backbone, load_backbone
 from pipeline.runconfig import load_config

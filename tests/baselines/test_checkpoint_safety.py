@@ -14,9 +14,9 @@ from safetensors.torch import load_file
 
 from lira.baselines.clear import ClearConfig
 from lira.baselines.config import BaselinesConfig
+from lira.baselines.contrastive import ContrastiveTrainer
 from lira.baselines.data import build_examples, training_splits
 from lira.baselines.engine import run_baselines
-from lira.baselines.trainer import ContrastiveTrainer
 from lira.checkpoint.fingerprint import FINGERPRINT_FILE
 from lira.config import DataConfig
 from lira.errors import CheckpointError

@@ -14,10 +14,10 @@ import torch.nn.functional as F
 
 from lira.baselines import registry
 from lira.baselines.config import BaselinesConfig, RecipeConfig
+from lira.baselines.data import recipe
 from lira.baselines.engine import run_baselines
 from lira.baselines.export import baseline_fingerprint
 from lira.baselines.method import DEFAULT_RECIPE, BaselineMethod
-from lira.baselines.trainer import recipe
 from lira.checkpoint.fingerprint import FINGERPRINT_FILE, read_fingerprint
 from lira.config import ConfigError, DataConfig, check, from_dict, to_dict
 from lira.config_yaml import apply_overrides

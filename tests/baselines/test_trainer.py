@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from lira.baselines.config import BaselinesConfig
+from lira.baselines.contrastive import ContrastiveTrainer
 from lira.baselines.data import build_examples, training_splits
 from lira.baselines.engine import run_baselines
 from lira.baselines.export import load_baseline
-from lira.baselines.trainer import ContrastiveTrainer
 from lira.config import DataConfig, from_dict, save_config
 from pipeline.cli import main
 from pipeline.runconfig import RunConfig
