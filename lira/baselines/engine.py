@@ -20,8 +20,8 @@ from lira.baselines.contrastive import mine_negatives, train_method
 from lira.baselines.data import build_examples, training_splits
 from lira.baselines.export import META_FILE, baseline_fingerprint
 from lira.baselines.registry import get_method, method_names
-from lira.checkpoint.fingerprint import check_fingerprint
 from lira.jsonio import write_json
+from lira.training import check_fingerprint
 
 log = logging.getLogger(__name__)
 

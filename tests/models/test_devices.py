@@ -191,7 +191,7 @@ def test_lasr_builds_banks_trains_and_evaluates_on_the_accelerator(run_cfg):
 
 
 def test_baseline_mines_and_trains_on_the_accelerator(run_cfg, monkeypatch):
-    from lira.baselines import trainer as baselines
+    from lira.baselines import contrastive as baselines
     from lira.baselines.engine import run_baselines
 
     seen: list[nn.Module] = []
