@@ -32,9 +32,7 @@ from lira.data.splits import Splits, load_splits
 from lira.jsonio import write_json
 from lira.models import load_backbone, load_encoder
 from lira.training import config_fingerprint
-from lira.translation.config import TranslationRun
 from lira.translation.critic import build_critic
-from lira.translation.engine import run_translate as translate_stage
 from lira.translation.engine import store_path
 from lira.translation.store import TranslationStore
 from lira.translation.types import Candidate
@@ -48,29 +46,6 @@ def arca_fingerprint(cfg: ArcaRun) -> dict[str, object]:
     :data:`~arca.trainer.ARCA_UNSHAPING`)."""
     sections = ("models", "data", "translation", "arca")
     return config_fingerprint("arca", cfg, sections, ARCA_UNSHAPING)
-
-
-def run_translate(
-    cfg: TranslationRun,
-    *,
-    import_file: str | None = None,
-    translator: str | None = None,
-    shard: str | None = None,
-    merge: list[str] | None = None,
-    shard_from_launcher: bool = False,
-) -> dict[str, object]:
-    """Engine of ``lira translate``: :func:`lira.translation.engine.run_translate` (same
-    keywords), with the embedding critic (``translation.critic.kind: embedding``) reading and
-    filling g's cache."""
-    return translate_stage(
-        cfg,
-        import_file=import_file,
-        translator=translator,
-        shard=shard,
-        merge=merge,
-        shard_from_launcher=shard_from_launcher,
-        g=critic_g(cfg.models, cfg.output_dir),
-    )
 
 
 def actor_eval_items(

@@ -19,7 +19,8 @@ from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
 
-from arca.engine import run_arca, run_translate
+from arca.engine import run_arca
+from arca.g_cache import critic_g
 from arca.tuning.engine import run_tune_translator
 from evaluators.compare import run_compare
 from evaluators.engine import run_eval
@@ -32,6 +33,7 @@ from lira.config import save_config
 from lira.errors import CheckpointError, LiRAError
 from lira.jsonio import write_json
 from lira.models.devices import release_memory
+from lira.translation.engine import run_translate
 from pipeline.ablate import run_ablate
 from pipeline.reason import run_reason
 from pipeline.runconfig import RunConfig
@@ -97,6 +99,7 @@ def translate(cfg: RunConfig, opts: Options) -> dict[str, object]:
         shard=opts.shard,
         merge=opts.merge,
         shard_from_launcher=opts.command == "translate",
+        g=critic_g(cfg.models, cfg.output_dir),  # the embedding critic reads g's cache
     )
 
 
