@@ -102,17 +102,13 @@ def _xquad_splits(cfg: DataConfig) -> Splits:
             f"{counts}; {ds.dropped} malformed record(s) dropped)",
             "check the files, or data.train_languages / data.eval_languages",
         )
-    train_ids, eval_ids = ds.split(cfg.eval_fraction, cfg.split_seed)
+    train_ids, eval_ids = ds.split(cfg.eval_fraction, cfg.split_seed)  # both in drawn order
     _check_train(folder, len(ds.question_ids), len(train_ids), cfg)
-    n_dev = round(len(train_ids) * cfg.dev_fraction)
-    dev_ids, train_ids = train_ids[:n_dev], train_ids[n_dev:]
-    if cfg.max_dev_queries:
-        dev_ids = dev_ids[: cfg.max_dev_queries]
+    dev_ids, train_ids = _carve_dev(train_ids, cfg)
     _check_train(folder, len(ds.question_ids), len(train_ids), cfg)
-    if cfg.max_train_queries:
-        train_ids = train_ids[: cfg.max_train_queries]
-    if cfg.max_eval_queries:
-        eval_ids = eval_ids[: cfg.max_eval_queries]
+    dev_ids = sorted(_cap(dev_ids, cfg.max_dev_queries))
+    train_ids = sorted(_cap(train_ids, cfg.max_train_queries))
+    eval_ids = sorted(_cap(eval_ids, cfg.max_eval_queries))
     train_langs = [lang for lang in cfg.train_languages if lang != "en"]
     eval_langs = [lang for lang in cfg.eval_languages if lang != "en"]
     dev_all = list(dict.fromkeys([*cfg.train_languages, *cfg.dev_languages]))
@@ -161,30 +157,44 @@ def _check_train(where: str | Path, n: int, n_train: int, cfg: DataConfig) -> No
         )
 
 
-def _carve_dev(ids: list[str], cfg: DataConfig) -> tuple[list[str], list[str]]:
-    """(validation ids, training ids): ``data.dev_fraction`` of the training query ids, drawn
-    with ``split_seed`` (file order kept in both); ([], ids) when dev_fraction is 0."""
+def _draw(ids: list[str], seed: int) -> list[str]:
+    """The distinct ``ids`` in an order drawn with ``seed`` (sorted first, so file order does
+    not matter): validation ids and capped ids are taken from its front."""
+    order = sorted(set(ids))
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def _cap(drawn: list[str], cap: int) -> list[str]:
+    """The first ``cap`` of ids in drawn order, a seeded random sample (0 = all)."""
+    return drawn[:cap] if cap else list(drawn)
+
+
+def _carve_dev(drawn: list[str], cfg: DataConfig) -> tuple[list[str], list[str]]:
+    """(validation ids, training ids) of training ids in drawn order: the first
+    ``data.dev_fraction`` of them and the rest, both in drawn order; ([], ids) when
+    dev_fraction is 0."""
     if not cfg.dev_fraction:
-        return [], list(ids)
-    order = sorted(dict.fromkeys(ids))
-    random.Random(cfg.split_seed).shuffle(order)
-    dev = set(order[: max(1, round(len(order) * cfg.dev_fraction))])
-    return [i for i in ids if i in dev], [i for i in ids if i not in dev]
+        return [], list(drawn)
+    n_dev = max(1, round(len(drawn) * cfg.dev_fraction))
+    return drawn[:n_dev], drawn[n_dev:]
 
 
-def _subset(data: RetrievalData, keep: set[str], cap: int, name: str) -> RetrievalData:
-    """The queries of ``data`` whose id is in ``keep``: the first ``cap`` of each language
-    (0 = all), in file order, with the whole corpus."""
-    count: dict[str, int] = {}
-    queries = []
-    for q in data.queries:
-        if q.id not in keep:
-            continue
-        count[q.lang] = count.get(q.lang, 0) + 1
-        if not cap or count[q.lang] <= cap:
-            queries.append(q)
-    qrels = {q.id: data.qrels[q.id] for q in queries}
-    return RetrievalData(queries, data.corpus, qrels, name=name, dropped=data.dropped)
+def _subset(data: RetrievalData, drawn: list[str], cap: int, name: str) -> RetrievalData:
+    """The queries of ``data`` whose id is in ``drawn``: per language the ``cap`` that come
+    first in ``drawn`` (0 = all), in file order, with the whole corpus."""
+    rank = {q: i for i, q in enumerate(drawn)}
+    kept = [q for q in data.queries if q.id in rank]
+    if cap:
+        count: dict[str, int] = {}
+        chosen: set[str] = set()
+        for q in sorted(kept, key=lambda q: rank[q.id]):
+            count[q.lang] = count.get(q.lang, 0) + 1
+            if count[q.lang] <= cap:
+                chosen.add(q.id)
+        kept = [q for q in kept if q.id in chosen]
+    qrels = {q.id: data.qrels[q.id] for q in kept}
+    return RetrievalData(kept, data.corpus, qrels, name=name, dropped=data.dropped)
 
 
 def _retrieval_splits(
@@ -220,7 +230,7 @@ def _retrieval_splits(
                 f"{len(both)} query id(s) are judged in both {n1} and {n2} (e.g. {both[:3]})",
                 "judge each query in one split only",
             )
-    train_ids = [q.id for q in train.queries]
+    train_ids = _draw([q.id for q in train.queries], cfg.split_seed)
     if dev is None:
         dev_ids, train_ids = _carve_dev(train_ids, cfg)
         if dev_ids:
@@ -230,13 +240,14 @@ def _retrieval_splits(
                 f"(dev_fraction={cfg.dev_fraction})"
             )
     else:
-        dev_ids = [q.id for q in dev.queries]
+        dev_ids = _draw([q.id for q in dev.queries], cfg.split_seed)
         note += f"; validation: {len(set(dev_ids))} queries as given"
     _check_train(cfg.path, len(set(train_ids)) + len(set(dev_ids)), len(train_ids), cfg)
-    train = _subset(train, set(train_ids), cfg.max_train_queries, f"{name} train")
-    held = _subset(held, {q.id for q in held.queries}, cfg.max_eval_queries, f"{name} eval")
+    train = _subset(train, train_ids, cfg.max_train_queries, f"{name} train")
+    held_ids = _draw([q.id for q in held.queries], cfg.split_seed)
+    held = _subset(held, held_ids, cfg.max_eval_queries, f"{name} eval")
     if dev is not None:
-        dev = _subset(dev, set(dev_ids), cfg.max_dev_queries, f"{name} dev")
+        dev = _subset(dev, dev_ids, cfg.max_dev_queries, f"{name} dev")
     seen: set[tuple[str, str]] = set()
 
     def docs(part: RetrievalData | None) -> list[Record]:
@@ -291,8 +302,8 @@ def _split_retrieval(
         f"(eval_fraction={cfg.eval_fraction}, split_seed={cfg.split_seed})"
     )
     warn_once(log, "%s", note)
-    train = _subset(data, train_ids, 0, f"{name} train")
-    held = _subset(data, eval_ids, 0, f"{name} eval")
+    train = _subset(data, sorted(train_ids), 0, f"{name} train")
+    held = _subset(data, sorted(eval_ids), 0, f"{name} eval")
     return _retrieval_splits(train, held, dev, cfg, note, name)
 
 
@@ -323,7 +334,7 @@ def _given_retrieval(parts: dict[str, RetrievalData], cfg: DataConfig, where: st
 def _released_retrieval(
     train: RetrievalData, test: RetrievalData, cfg: DataConfig, note: str
 ) -> Splits:
-    """Splits that keep a released train/test split exactly (a cap keeps the first queries of
+    """Splits that keep a released train/test split exactly (a cap keeps a seeded sample of
     each language); the validation split is carved from the training ids."""
     log.info("%s", note)  # empty splits and ids in both: checked by _retrieval_splits
     return _retrieval_splits(train, test, None, cfg, note, "lazretrieval")

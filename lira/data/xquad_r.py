@@ -159,11 +159,12 @@ class XQuADR:
         return self.langs[lang]
 
     def split(self, eval_fraction: float, seed: int) -> tuple[list[str], list[str]]:
-        """(train ids, eval ids): a seeded split of question ids, the same in every language."""
+        """(train ids, eval ids): a seeded split of question ids, the same in every language,
+        each in drawn order (so a prefix of either is a seeded random sample)."""
         ids = list(self.question_ids)
         random.Random(seed).shuffle(ids)
         n_eval = max(1, round(len(ids) * eval_fraction))
-        return sorted(ids[n_eval:]), sorted(ids[:n_eval])
+        return ids[n_eval:], ids[:n_eval]
 
     def question(self, lang: str, qid: str) -> Record:
         """Question ``qid`` in ``lang`` as a Record with id ``qid@lang``."""

@@ -1,7 +1,8 @@
 """The demo translator: a tiny Marian xx->en model trained on the demo's parallel questions.
 
 Training is deterministic (fixed seed, fixed step count :data:`MARIAN_STEPS`) and sees only the
-questions outside :func:`lira.demo.text.demo_heldout_ids`.
+questions outside :func:`lira.demo.text.demo_heldout_ids` (build 5: those are the front of the
+splits' drawn order, not the smallest ids, and no training question repeats a held one's text).
 """
 
 from __future__ import annotations

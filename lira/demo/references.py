@@ -24,7 +24,7 @@ from lira.demo.packages import minilm_folder
 
 logger = logging.getLogger(__name__)
 
-VERSIONS = {"mt5": 2, "backbone": 1, "marian": 4, "qwen3-lm": 1, "smollm2": 1}
+VERSIONS = {"mt5": 2, "backbone": 1, "marian": 5, "qwen3-lm": 1, "smollm2": 1}
 """Build version of each demo model: bump one when its builder changes, and cached folders
 with another stamp are rebuilt."""
 STAMP = "lira-demo.json"

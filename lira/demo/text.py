@@ -54,22 +54,28 @@ def demo_heldout_ids() -> set[str]:
     """Question ids no demo model is trained on: the evaluation split of the shipped data with
     fraction 0.5 and the default split seed, which holds every evaluation split with
     ``data.eval_fraction`` <= 0.5 and that seed (the splits are nested prefixes of one shuffle),
-    and the first DEMO_RESERVED_TRAIN of the remaining ids (sorted), which hold the training
-    questions of any such split capped at ``data.max_train_queries`` <= DEMO_RESERVED_TRAIN
-    (a capped split keeps its smallest ids). So the demo MT model behaves on the questions that
-    Arca and LaSR train on as it does on the held-out ones: it has seen neither."""
+    and the next DEMO_RESERVED_TRAIN ids of that shuffle, which hold the validation and
+    training questions of any such split that takes at most DEMO_RESERVED_TRAIN of them
+    (validation and caps take the front of the drawn order). So the demo MT model behaves on
+    the questions that Arca and LaSR train on as it does on the held-out ones: it has seen
+    neither."""
     ds = load_xquad_r(demo_path(), list(LANGS))
-    rest, held = ds.split(DEMO_HELDOUT_FRACTION, DEMO_SPLIT_SEED)
-    return set(held) | set(sorted(rest)[:DEMO_RESERVED_TRAIN])
+    rest, held = ds.split(DEMO_HELDOUT_FRACTION, DEMO_SPLIT_SEED)  # both in drawn order
+    return set(held) | set(rest[:DEMO_RESERVED_TRAIN])
 
 
 def demo_parallel_questions() -> list[tuple[str, str]]:
     """(source question, English question) pairs aligned by XQuAD-R question id, outside
-    :func:`demo_heldout_ids`."""
+    :func:`demo_heldout_ids`, and none whose source text a held question repeats."""
     en, _ = _read_squad("en")
     held = demo_heldout_ids()
     pairs: list[tuple[str, str]] = []
     for lang in SOURCE_LANGS:
         src, _ = _read_squad(lang)
-        pairs.extend((src[k], en[k]) for k in sorted(src) if k in en and k not in held)
+        held_texts = {src[k] for k in held if k in src}
+        pairs.extend(
+            (src[k], en[k])
+            for k in sorted(src)
+            if k in en and k not in held and src[k] not in held_texts
+        )
     return pairs
