@@ -85,7 +85,10 @@ def main() -> None:
     ap.add_argument("--no-pairs", action="store_true", help="skip the translation-pair variant")
     args = ap.parse_args()
     cfg = load_config(args.config)
-    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, max_train_queries=0))
+    # the training questions: a seeded sample of max_train (the pipeline's own with its cap)
+    cfg = dataclasses.replace(
+        cfg, data=dataclasses.replace(cfg.data, max_train_queries=args.max_train)
+    )
     splits = load_splits(cfg.data)
     ds, dev = splits.dataset, splits.dev
     en_of = lambda r: ds.question("en", plain_qid(r.id)).text  # noqa: E731

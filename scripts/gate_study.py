@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import itertools
+import random
 import sys
 from pathlib import Path
 
@@ -201,8 +202,13 @@ def main() -> None:
                          "language's own are left out)")  # fmt: skip
     args = ap.parse_args()
     cfg = load_config(args.config)
-    cfg = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, max_train_queries=0))
+    # the map's questions: a seeded sample of max_train (the pipeline's own with its cap)
+    cfg = dataclasses.replace(
+        cfg, data=dataclasses.replace(cfg.data, max_train_queries=args.max_train)
+    )
     splits = load_splits(cfg.data)
+    every_train = load_splits(dataclasses.replace(cfg.data, max_train_queries=0)).train_ids
+    random.Random(cfg.data.split_seed).shuffle(every_train)  # a seeded order, not sorted ids
     ds, dev = splits.dataset, splits.dev
     dev_foreign = [q for q in dev.queries if q.lang != "en"]
     en_text = lambda i: ds.question("en", plain_qid(i)).text  # noqa: E731
@@ -214,7 +220,7 @@ def main() -> None:
         "train_en": train_en,
     }
     seen = set(train_en)
-    gate_ids = [i for i in splits.train_ids if en_text(i) not in seen][: args.train_queries]
+    gate_ids = [i for i in every_train if en_text(i) not in seen][: args.train_queries]
     train_langs = [x for x in cfg.data.train_languages if x != "en"]
     gate_q = [ds.question(x, i) for x in train_langs for i in gate_ids]
     if gate_q:
