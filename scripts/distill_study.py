@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import itertools
 from pathlib import Path
 
@@ -43,9 +44,11 @@ GRID = (0.0, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
 
 
 def embed(cfg, texts: dict[str, list[str]], path: Path) -> dict[str, Tensor]:
-    """{name: [N, d]} of g (``<name>.g``, kind by name) and h (``<name>.h``), cached in ``path``."""
-    vecs: dict[str, Tensor] = torch.load(path) if path.is_file() else {}
-    todo = [k for k in texts if f"{k}.g" not in vecs]
+    """{name: [N, d]} of g (``<name>.g``, kind by name) and h (``<name>.h``), cached in ``path``
+    and re-embedded when the texts under a name change (``<name>.sig``, e.g. another split)."""
+    vecs: dict = torch.load(path) if path.is_file() else {}
+    sig = {k: hashlib.sha256("\n".join(t).encode()).hexdigest() for k, t in texts.items()}
+    todo = [k for k in texts if vecs.get(f"{k}.sig") != sig[k]]
     if todo:
         g, h = load_encoder(cfg.models), load_backbone(cfg.models)
         for k in todo:
@@ -54,6 +57,7 @@ def embed(cfg, texts: dict[str, list[str]], path: Path) -> dict[str, Tensor]:
             vecs[f"{k}.g"] = torch.cat([g.embed(t[i : i + 64], kind).float()
                                         for i in range(0, len(t), 64)])  # fmt: skip
             vecs[f"{k}.h"] = torch.from_numpy(h.encode(t, kind=kind)).float()
+            vecs[f"{k}.sig"] = sig[k]
             torch.save(vecs, path)
             print(f"embedded {k}: {len(t)} texts", flush=True)
     return vecs
