@@ -347,7 +347,7 @@ class ContrastiveTrainer(Trainer):
 
 
 # ----------------------------------------------------------------------------------- engine
-def fixed_batches(trainer: ContrastiveTrainer, seed: int, n: int = 2) -> list[Batch]:
+def fixed_batches(trainer: ContrastiveTrainer, seed: int, n: int = 4) -> list[Batch]:
     """The ``n`` (global) batches a method's loss is measured on before and after training
     (the same on every process)."""
     rng = random.Random(seed + 10_007)

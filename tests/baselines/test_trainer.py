@@ -26,7 +26,9 @@ TEXTS = ["Wie viele Punkte gab die Verteidigung ab?", "The Panthers defense gave
 
 
 def _cfg(models_config, out: Path, clear_negatives: int = 1, **baselines) -> RunConfig:
-    bc = dict(steps=6, batch_size=8, lr=1e-3, clear={"negatives": clear_negatives},
+    # 12 steps at 3e-4: at 1e-3 merging's tau-0.01 fine-tune of MiniLM overshoots (its loss on
+    # the fixed batches rises on some seeded samples); 6 steps leave JSD's change within noise
+    bc = dict(steps=12, batch_size=8, lr=3e-4, clear={"negatives": clear_negatives},
               merging={"negatives": 2}, lancer={"per_language": 4})  # fmt: skip
     bc.update(baselines)
     return RunConfig(
@@ -62,7 +64,7 @@ def test_shared_budget_is_recorded_per_method(trained):
     _, _, summary = trained
     for method in ("infonce", "clear", "lancer", "jsd", "merging"):
         r = summary[method]["recipe"]
-        assert (r["steps"], r["batch_size"], r["lr"]) == (6, 8, 1e-3), method
+        assert (r["steps"], r["batch_size"], r["lr"]) == (12, 8, 3e-4), method
         assert r["shared"] == ["steps", "batch_size", "lr"]
     assert summary["clear"]["recipe"]["scheduler"] == "cosine"  # the paper's schedule stays
     assert summary["merging"]["recipe"]["tau"] == 0.01
