@@ -198,6 +198,8 @@ def test_lira_run_under_two_processes(models_config, tmp_path):
     cmd = [*launch, "compare", str(tmp_path / "run.yaml")]
     res = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert res.returncode != 0
-    # one line per process from lira, no Python traceback of lira's (the launcher adds its own)
-    assert res.stderr.count("lira: lira compare does not split its work across processes") == 2
+    # one line per process from lira, no Python traceback of lira's (the launcher adds its own);
+    # when one process exits first the launcher may end the other before it prints its line
+    refused = res.stderr.count("lira: lira compare does not split its work across processes")
+    assert refused in (1, 2), res.stderr[-3000:]
     assert "refuse_launcher" not in res.stderr

@@ -1,6 +1,6 @@
 """The same tiny job with 1 and 2 processes, per stage: wall time, examples/s, their ratio.
 
-    .venv/bin/python benchmarks/multiprocess.py [--stages translate arca lasr baseline]
+    .venv/bin/python benchmarks/processes.py [--stages translate arca lasr baseline]
         [--steps 8] [--batch 4] [--workdir DIR] [--keep]
 
 Each stage runs as users run it: ``python -m lira <stage> CONFIG`` (1 process) and
@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> list[Run]:
                 print(f"{stage} x{procs}: {run.wall:.1f} s {'FAILED' if run.error else 'ok'}",
                       flush=True)  # fmt: skip
         cores = os.cpu_count()
-        print(f"\nmultiprocess: CPU ({cores} cores), gloo, OMP_NUM_THREADS=1 per process, tiny "
+        print(f"\nprocesses: CPU ({cores} cores), gloo, OMP_NUM_THREADS=1 per process, tiny "
               f"random models, {args.steps} steps x batch {args.batch} per process")  # fmt: skip
         print(table(runs))
         if any(r.error for r in runs):

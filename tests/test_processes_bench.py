@@ -1,4 +1,4 @@
-"""``benchmarks/multiprocess.py``: its table and how it reports a failed run (the runs
+"""``benchmarks/processes.py``: its table and how it reports a failed run (the runs
 themselves take minutes; the lead runs the benchmark, CI does not)."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ REPO = Path(__file__).resolve().parents[1]
 
 def _bench():
     spec = importlib.util.spec_from_file_location(
-        "multiprocess_bench", REPO / "benchmarks" / "multiprocess.py"
+        "processes_bench", REPO / "benchmarks" / "processes.py"
     )
     module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("multiprocess_bench", module)  # its dataclasses look their module up
+    sys.modules.setdefault("processes_bench", module)  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
