@@ -8,7 +8,8 @@ their languages, each language weighted equally) against the English corpus and 
 mean nDCG@k. :func:`fitted_table` turns the weights into the head's per-type table: English
 documents weigh every block 1 and queries λ, so the fused cosine is Σ_b λ_b cos_b / (N_q N_d)
 with one N_d for every English document, and LiRA at step 0 ranks exactly as the fused scores
-(tests/lasr/test_fixed_fusion.py). Training then has to beat that on the validation split to be
+(tests/lasr/test_fixed_fusion.py). Foreign documents take the foreign queries' λ (an English
+query then scores Σ_b λ_en,b λ_f,b cos_b against them: En→L). Training then has to beat that on the validation split to be
 kept (``lasr.select_on_validation``).
 """
 
@@ -112,12 +113,14 @@ def fit_fusion(
 
 def fitted_table(foreign: Sequence[float] | None, english: Sequence[float] | None) -> Tensor:
     """The head's block weights [4, 3] (rows :data:`lasr.fusion.TEXT_TYPES`): foreign and
-    English queries get their fitted λ (the paper row where a type was not fitted), documents
-    1 on every block."""
+    English queries get their fitted λ (the paper row where a type was not fitted), English
+    documents 1 on every block, and foreign documents the foreign queries' λ (a foreign text is
+    embedded alike as query or document; 1 on every block where it was not fitted)."""
     table = paper_weights(1.0, raw_g=True)
     table[2:] = 1.0
     if foreign is not None:
         table[0] = torch.tensor(foreign)
+        table[2] = torch.tensor(foreign)
     if english is not None:
         table[1] = torch.tensor(english)
     return table

@@ -1,0 +1,79 @@
+"""En→L on the validation split: which block weights a foreign *document* should get.
+
+LaSR fits the English-query and foreign-query rows of its block-weight table on validation
+(L→En and En-En), and leaves the foreign-document row at 1 on every block. English queries
+searching foreign documents (En→L) are then ranked by Σ_b λ_en,b · w_doc,b · cos_b. This study
+scores the candidate foreign-document rows on the validation questions (de/es + the unseen ru):
+
+    python scripts/en_to_l_study.py configs/xquad_minilm.yaml [--model out/xquad_minilm/lira-model]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+
+import torch
+
+from lasr.banks import records_bank, relevance_matrix
+from lasr.fixed_fusion import block_cosines, fused_ndcg
+from lasr.model import LiRAModel
+from lira.data.splits import load_splits
+from pipeline.runconfig import load_config
+
+
+def bootstrap(diff: torch.Tensor, n: int = 2000, seed: int = 0) -> tuple[float, float]:
+    """95% percentile interval of the mean of ``diff`` over resampled queries."""
+    rng = random.Random(seed)
+    m = len(diff)
+    means = sorted(float(diff[[rng.randrange(m) for _ in range(m)]].mean()) for _ in range(n))
+    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
+
+
+def main() -> None:
+    """Print En→L nDCG@10 per validation language for each foreign-document row."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("config")
+    ap.add_argument("--model", default=None, help="LiRA folder (default <output_dir>/lira-model)")
+    args = ap.parse_args()
+    cfg = load_config(args.config)
+    model = LiRAModel.from_pretrained(args.model or f"{cfg.output_dir}/lira-model")
+    splits = load_splits(cfg.data)
+    ds, ids = splits.dataset, splits.dev_ids
+    w = model.net.head.table()
+    print("block weights (rows: foreign q, en q, foreign doc, en doc; cols en, lr, g):\n", w)
+    en_q, fq = w[1].tolist(), w[0].tolist()
+    rows = {
+        "now (1,1,1)": w[2].tolist(),
+        "foreign-query row": fq,
+        "no English half (0,1,1)": [0.0, 1.0, 1.0],
+        "g only (0,0,1)": [0.0, 0.0, 1.0],
+    }
+    langs = [
+        lang
+        for lang in dict.fromkeys([*cfg.data.train_languages, *cfg.data.dev_languages])
+        if lang != "en"
+    ]
+    res: dict[str, list[torch.Tensor]] = {k: [] for k in rows}
+    for lang in langs:
+        data = ds.retrieval("en", [lang], ids)
+        qb = records_bank(model, data.queries, "query", 64)
+        db = records_bank(model, data.corpus, "document", 64)
+        cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())
+        labels = relevance_matrix(qb.keys, db.keys, data.qrels)
+        for name, row in rows.items():
+            lam = [a * b for a, b in zip(en_q, row)]
+            per_q = fused_ndcg(cos, labels, lam)
+            res[name].append(per_q)
+        print(lang, {k: round(100 * float(v[-1].mean()), 1) for k, v in res.items()}, flush=True)
+    base = torch.cat(res["now (1,1,1)"])
+    for name, parts in res.items():
+        allq = torch.cat(parts)
+        lo, hi = bootstrap(allq - base)
+        print(
+            f"{name:28s} pooled {100 * float(allq.mean()):.2f}  Δ vs now {100 * float((allq - base).mean()):+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+        )
+
+
+if __name__ == "__main__":
+    main()
