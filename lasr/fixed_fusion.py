@@ -9,8 +9,8 @@ mean nDCG@k. :func:`fitted_table` turns the weights into the head's per-type tab
 documents weigh every block 1 and queries λ, so the fused cosine is Σ_b λ_b cos_b / (N_q N_d)
 with one N_d for every English document, and LiRA at step 0 ranks exactly as the fused scores
 (tests/lasr/test_fixed_fusion.py). Foreign documents take the foreign queries' λ (an English
-query then scores Σ_b λ_en,b λ_f,b cos_b against them: En→L). Training then has to beat that on the validation split to be
-kept (``lasr.select_on_validation``).
+query then scores Σ_b λ_en,b λ_f,b cos_b against them: En→L). Training then has to beat that on
+the validation split to be kept (``lasr.select_on_validation``).
 """
 
 from __future__ import annotations

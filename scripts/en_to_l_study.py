@@ -1,9 +1,10 @@
 """En→L on the validation split: which block weights a foreign *document* should get.
 
 LaSR fits the English-query and foreign-query rows of its block-weight table on validation
-(L→En and En-En), and leaves the foreign-document row at 1 on every block. English queries
-searching foreign documents (En→L) are then ranked by Σ_b λ_en,b · w_doc,b · cos_b. This study
-scores the candidate foreign-document rows on the validation questions (de/es + the unseen ru):
+(L→En and En-En); the foreign-document row was 1 on every block before 2026-11-27 and is now the
+foreign queries' row. English queries searching foreign documents (En→L) are ranked by
+Σ_b λ_en,b · w_doc,b · cos_b. This study scores candidate foreign-document rows on the validation
+questions (de/es + the unseen ru):
 
     python scripts/en_to_l_study.py configs/xquad_minilm.yaml [--model out/xquad_minilm/lira-model]
 """
@@ -44,7 +45,7 @@ def main() -> None:
     print("block weights (rows: foreign q, en q, foreign doc, en doc; cols en, lr, g):\n", w)
     en_q, fq = w[1].tolist(), w[0].tolist()
     rows = {
-        "now (1,1,1)": w[2].tolist(),
+        "1 on every block (before)": [1.0, 1.0, 1.0],
         "foreign-query row": fq,
         "no English half (0,1,1)": [0.0, 1.0, 1.0],
         "g only (0,0,1)": [0.0, 0.0, 1.0],
@@ -66,12 +67,12 @@ def main() -> None:
             per_q = fused_ndcg(cos, labels, lam)
             res[name].append(per_q)
         print(lang, {k: round(100 * float(v[-1].mean()), 1) for k, v in res.items()}, flush=True)
-    base = torch.cat(res["now (1,1,1)"])
+    base = torch.cat(res["1 on every block (before)"])
     for name, parts in res.items():
         allq = torch.cat(parts)
         lo, hi = bootstrap(allq - base)
         print(
-            f"{name:28s} pooled {100 * float(allq.mean()):.2f}  Δ vs now {100 * float((allq - base).mean()):+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+            f"{name:28s} pooled {100 * float(allq.mean()):.2f}  Δ vs 1s {100 * float((allq - base).mean()):+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]"
         )
 
 
