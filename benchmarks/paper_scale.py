@@ -259,8 +259,8 @@ def bench_config(out: Path, tiny: bool, lasr_steps: int, arca_steps: int, data: 
                       else 64, fusion_dim=32 if tiny else 256, log_every=max(lasr_steps, 1),
                       save_every=max(lasr_steps, 1), eval_every=max(lasr_steps // 2, 1),
                       queue_rescore=True)  # fmt: skip
-    baselines = BaselinesConfig(methods=["clear"], steps=2 if tiny else 10,
-                                batch_size=4, lora=not tiny)  # fmt: skip
+    baselines = BaselinesConfig(methods=["clear"], steps=2 if tiny else 10, batch_size=4,
+                                lora=not tiny, gradient_checkpointing=not tiny)  # fmt: skip
     return RunConfig(
         output_dir=str(out),
         models=models,

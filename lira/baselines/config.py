@@ -129,6 +129,10 @@ class BaselinesConfig(TrainingArguments, LoRAArguments):
     """Train the baselines through peft LoRA adapters instead of all weights."""
     lora_r: int = 8
     """LoRA rank (lora: true)."""
+    gradient_checkpointing: bool = False
+    """Recompute h's layer activations in the backward pass (transformers' gradient
+    checkpointing): about a third more compute for activation memory of one layer; an 8B h
+    with CLEAR's 5 negatives needs it on an 80 GB GPU."""
     seed: int = 0
     """Seed of the baselines' initialisation, negatives and batches."""
     max_grad_norm: float = 1.0

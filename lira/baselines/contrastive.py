@@ -68,7 +68,7 @@ from lira.config import ConfigError, ModelsConfig
 from lira.data.types import Record
 from lira.data.xquad_r import XQuADR
 from lira.models import load_backbone, torch_dtype
-from lira.models.devices import resolve_device
+from lira.models.devices import release_memory, resolve_device
 from lira.training import (
     CheckpointError,
     Trainer,
@@ -83,6 +83,16 @@ log = logging.getLogger(__name__)
 MIXED_PRECISION = {"bfloat16": "bf16", "float16": "fp16"}
 """accelerate's autocast for ``models.dtype``: the trainable weights stay fp32 (master
 weights, updated by AdamW in fp32) and the forward runs in the configured dtype."""
+
+
+def enable_activation_checkpointing(model: torch.nn.Module) -> None:
+    """Recompute ``model``'s layers in the backward pass (non-reentrant, so a LoRA model's
+    frozen inputs need no ``requires_grad``); transformers >= 5.2x names it ``activation_``."""
+    enable = getattr(model, "activation_checkpointing_enable", None)
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
 class ContrastiveTrainer(Trainer):
@@ -182,6 +192,8 @@ class ContrastiveTrainer(Trainer):
         self.backbone = model
         if cfg.lora:
             self._apply_lora()
+        if cfg.gradient_checkpointing:
+            enable_activation_checkpointing(self.backbone.model)
         for name, p in model.named_parameters():
             if ".pooler." in name:  # HF's pooler head: LiRA pools last_hidden_state itself
                 p.requires_grad_(False)  # untrained either way; under DDP a never-used weight
@@ -423,6 +435,7 @@ def mine_negatives(
             if kind in kinds:
                 mine(miner, examples, corpus, bc)
         del miner
+        release_memory()  # before the trained copy of h is loaded
     if state.num_processes > 1:
         mined = [[(e.p_hn, e.q_hn, e.gist_hn) for e in examples]]
         broadcast_object_list(mined)  # from the main process

@@ -27,9 +27,14 @@ from lira.training import atomic_dir, config_fingerprint, write_fingerprint
 
 META_FILE = "lira_baseline.json"
 
-BASELINE_UNSHAPING = ("baselines.report_to", "baselines.save_every")
-"""``baselines`` fields left out of the run fingerprint: where the terms are logged and how often
-checkpoints are written change nothing in the trained model."""
+BASELINE_UNSHAPING = (
+    "baselines.report_to",
+    "baselines.save_every",
+    "baselines.gradient_checkpointing",
+)
+"""``baselines`` fields left out of the run fingerprint: where the terms are logged, how often
+checkpoints are written and whether activations are recomputed change nothing in the trained
+model."""
 
 
 def baseline_fingerprint(cfg: BaselinesRun, method: str) -> dict[str, object]:

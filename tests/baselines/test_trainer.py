@@ -171,3 +171,40 @@ def test_bf16_training_keeps_fp32_master_weights(models_config, tmp_path):
     assert changed / total > 0.9, f"only {changed / total:.1%} of the weights moved"
     assert trainer.finalize().is_dir()
     assert {p.dtype for p in trainer.backbone.parameters()} == {torch.bfloat16}  # saved as set
+
+
+def test_gradient_checkpointing_recomputes_layers_and_keeps_the_gradients(models_config, tmp_path):
+    """baselines.gradient_checkpointing (what an 8B h needs on one GPU): each layer of h runs
+    again in the backward pass, and the gradients are those of the plain forward (LoRA)."""
+    import dataclasses
+    import random
+
+    from lira.models import load_backbone
+
+    cfg = _cfg(models_config, tmp_path, steps=1, clear_negatives=0, lora=True)
+    parallel, retrieval, _ = training_splits(cfg)
+    examples = build_examples(parallel, retrieval)
+    grads, calls = {}, {}
+    for on in (False, True):
+        bc = dataclasses.replace(cfg.baselines, gradient_checkpointing=on)
+        torch.manual_seed(0)  # the same LoRA initialisation
+        trainer = ContrastiveTrainer(
+            bc, load_backbone(cfg.models), "clear", examples, retrieval.corpus,
+            tmp_path / f"gc-{on}", models_cfg=cfg.models,
+        )  # fmt: skip
+        query = next(
+            m
+            for n, m in trainer.model.named_modules()
+            if n.endswith("layer.0.attention.self.query.base_layer")
+        )
+        seen: list[int] = []
+        query.register_forward_hook(lambda *_, seen=seen: seen.append(1))
+        trainer.model.train()
+        torch.manual_seed(1)  # the same dropout masks
+        trainer.loss(trainer.draw(random.Random(0))).backward()
+        calls[on] = len(seen)
+        grads[on] = {k: p.grad for k, p in trainer.model.named_parameters() if p.grad is not None}
+    assert calls[False] > 0 and calls[True] == 2 * calls[False]  # forward + recompute
+    assert grads[True].keys() == grads[False].keys() and grads[False]
+    for k, g in grads[False].items():
+        torch.testing.assert_close(grads[True][k], g, atol=1e-6, rtol=1e-5, msg=k)
