@@ -12,23 +12,15 @@ questions (de/es + the unseen ru):
 from __future__ import annotations
 
 import argparse
-import random
 
 import torch
 
+from evaluators.bootstrap import bootstrap_ci
 from lasr.banks import records_bank, relevance_matrix
 from lasr.fixed_fusion import block_cosines, fused_ndcg
 from lasr.model import LiRAModel
 from lira.data.splits import load_splits
 from pipeline.runconfig import load_config
-
-
-def bootstrap(diff: torch.Tensor, n: int = 2000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile interval of the mean of ``diff`` over resampled queries."""
-    rng = random.Random(seed)
-    m = len(diff)
-    means = sorted(float(diff[[rng.randrange(m) for _ in range(m)]].mean()) for _ in range(n))
-    return means[int(0.025 * n)], means[int(0.975 * n) - 1]
 
 
 def main() -> None:
@@ -70,7 +62,7 @@ def main() -> None:
     base = torch.cat(res["1 on every block (before)"])
     for name, parts in res.items():
         allq = torch.cat(parts)
-        lo, hi = bootstrap(allq - base)
+        _, lo, hi = bootstrap_ci((allq - base).tolist(), n_resamples=2000)
         print(
             f"{name:28s} pooled {100 * float(allq.mean()):.2f}  Δ vs 1s {100 * float((allq - base).mean()):+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]"
         )
