@@ -94,13 +94,19 @@ def refuse_launcher(command: str) -> None:
                         f"torchrun); lira run runs it on the main process only")  # fmt: skip
 
 
+MEMORY_ONLY = ("gradient_checkpointing",)
+"""``baselines`` fields that trade memory for compute and change no output: not hashed, so
+turning one on keeps a finished stage (and the markers of runs made before it existed)."""
+
+
 def stage_fingerprint(cfg: RunConfig, stage: str) -> str:
     """Hash of every config section that ``stage`` and the stages before it read."""
     sections: list[str] = ["seed"]
     for name in ORDER[: ORDER.index(stage) + 1]:
         sections += STAGES[name].sections
     data = to_dict(cfg)
-    data["baselines"] = flat_baselines(cfg.baselines)  # hashed under the flat key names
+    flat = flat_baselines(cfg.baselines)  # hashed under the flat key names
+    data["baselines"] = {k: v for k, v in flat.items() if k not in MEMORY_ONLY}
     blob = json.dumps({k: data[k] for k in sections}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

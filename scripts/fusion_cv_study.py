@@ -38,6 +38,8 @@ def cv_scores(
 ) -> torch.Tensor:
     """Per-query nDCG@10 of the grid-fitted λ, fitted on the other half of each repeated
     2-fold split (stratified by language), averaged over ``repeats``: [Q]."""
+    if any(len(rows) < 2 for rows in langs.values()):
+        raise ValueError(f"2-fold CV needs >= 2 validation questions per language: {langs}")
     rng = random.Random(seed)
     total = torch.zeros(labels.shape[0])
     for _ in range(repeats):
@@ -68,8 +70,8 @@ def main() -> None:
     ds, ids = splits.dataset, splits.dev_ids
     grid = list(cfg.lasr.fusion_grid)
     table = model.net.head.table()
-    foreign = [x for x in dict.fromkeys([*cfg.data.train_languages, *cfg.data.dev_languages])]
-    foreign = [x for x in foreign if x != "en"]
+    langs = dict.fromkeys([*cfg.data.train_languages, *cfg.data.dev_languages])
+    foreign = [x for x in langs if x != "en"]
     groups = {"En-En": (["en"], (True, True, True), table[1].tolist()),
               "L->En": (foreign, (False, True, True), table[0].tolist())}  # fmt: skip
     for name, (langs, allowed, shipped) in groups.items():

@@ -87,7 +87,8 @@ weights, updated by AdamW in fp32) and the forward runs in the configured dtype.
 
 def enable_activation_checkpointing(model: torch.nn.Module) -> None:
     """Recompute ``model``'s layers in the backward pass (non-reentrant, so a LoRA model's
-    frozen inputs need no ``requires_grad``); transformers >= 5.2x names it ``activation_``."""
+    frozen inputs need no ``requires_grad``): ``activation_checkpointing_enable`` where
+    transformers has it (5.24 here), else ``gradient_checkpointing_enable`` (4.56-5.2x)."""
     enable = getattr(model, "activation_checkpointing_enable", None)
     if enable is not None:
         enable(activation_checkpointing_kwargs={"use_reentrant": False})

@@ -102,6 +102,20 @@ def test_run_writes_the_leaderboard_and_resumes_stage_by_stage(tmp_path, models_
     assert [s for s in ORDER if before[s] != after[s]] == ["lasr", "baselines", "compare", "reason"]
 
 
+def test_memory_only_fields_keep_every_stage_fingerprint():
+    """baselines.gradient_checkpointing changes no output: no stage re-runs when it is set."""
+    from pipeline.runconfig import RunConfig
+    from pipeline.stages import ORDER, stage_fingerprint
+
+    cfg = RunConfig()
+    before = {s: stage_fingerprint(cfg, s) for s in ORDER}
+    cfg.baselines.gradient_checkpointing = True
+    assert {s: stage_fingerprint(cfg, s) for s in ORDER} == before
+    cfg.baselines.lora = True  # a field that shapes the baselines does re-run them
+    changed = [s for s in ORDER if stage_fingerprint(cfg, s) != before[s]]
+    assert changed == ["baselines", "compare", "reason"]
+
+
 def test_pending_failures_rerun_the_stage_and_bad_markers_do_not_crash(tmp_path, monkeypatch):
     import pipeline.run as pipeline
 
