@@ -28,7 +28,7 @@ from pathlib import Path
 from arca.config import ArcaConfig
 from evaluators.config import EvalConfig
 from lasr.config import LaSRConfig
-from lira.baselines.config import BaselinesConfig, flat_baselines
+from lira.baselines.config import MEMORY_ONLY, BaselinesConfig, flat_baselines
 from lira.config import to_dict
 from lira.errors import LiRAError
 from lira.reasoning.config import ReasonConfig
@@ -92,11 +92,6 @@ def refuse_launcher(command: str) -> None:
         raise LiRAError(f"lira {command} does not split its work across processes: run it with "
                         f"one process (python -m lira {command} …, without accelerate launch or "
                         f"torchrun); lira run runs it on the main process only")  # fmt: skip
-
-
-MEMORY_ONLY = ("gradient_checkpointing",)
-"""``baselines`` fields that trade memory for compute and change no output: not hashed, so
-turning one on keeps a finished stage (and the markers of runs made before it existed)."""
 
 
 def stage_fingerprint(cfg: RunConfig, stage: str) -> str:

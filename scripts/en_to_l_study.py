@@ -16,7 +16,7 @@ import argparse
 import torch
 
 from evaluators.bootstrap import bootstrap_ci
-from lasr.banks import records_bank, relevance_matrix
+from lasr.banks import relevance_matrix, retrieval_banks
 from lasr.fixed_fusion import block_cosines, fused_ndcg
 from lasr.model import LiRAModel
 from lira.data.splits import load_splits
@@ -50,8 +50,7 @@ def main() -> None:
     res: dict[str, list[torch.Tensor]] = {k: [] for k in rows}
     for lang in langs:
         data = ds.retrieval("en", [lang], ids)
-        qb = records_bank(model, data.queries, "query", 64)
-        db = records_bank(model, data.corpus, "document", 64)
+        qb, db = retrieval_banks(model, data, 64)
         cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())
         labels = relevance_matrix(qb.keys, db.keys, data.qrels)
         for name, row in rows.items():

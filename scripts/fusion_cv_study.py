@@ -20,7 +20,7 @@ import random
 import torch
 
 from evaluators.bootstrap import bootstrap_ci
-from lasr.banks import records_bank, relevance_matrix
+from lasr.banks import relevance_matrix, retrieval_banks
 from lasr.fixed_fusion import block_cosines, fit_fusion, fused_ndcg
 from lasr.model import LiRAModel
 from lira.data.splits import load_splits
@@ -70,16 +70,15 @@ def main() -> None:
     ds, ids = splits.dataset, splits.dev_ids
     grid = list(cfg.lasr.fusion_grid)
     table = model.net.head.table()
-    langs = dict.fromkeys([*cfg.data.train_languages, *cfg.data.dev_languages])
-    foreign = [x for x in langs if x != "en"]
+    seen = dict.fromkeys([*cfg.data.train_languages, *cfg.data.dev_languages])
+    foreign = [x for x in seen if x != "en"]
     groups = {"En-En": (["en"], (True, True, True), table[1].tolist()),
               "L->En": (foreign, (False, True, True), table[0].tolist())}  # fmt: skip
     for name, (langs, allowed, shipped) in groups.items():
         coss, labs, rows, start = [], [], {}, 0
         for lang in langs:
             data = ds.retrieval(lang, ["en"], ids)
-            qb = records_bank(model, data.queries, "query", 64)
-            db = records_bank(model, data.corpus, "document", 64)
+            qb, db = retrieval_banks(model, data, 64)
             coss.append(block_cosines(model.net, qb.streams.tensors(), db.streams.tensors()))
             labs.append(relevance_matrix(qb.keys, db.keys, data.qrels))
             rows[lang] = list(range(start, start + len(qb.keys)))

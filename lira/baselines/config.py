@@ -205,6 +205,12 @@ def flat_baselines(bc: BaselinesConfig) -> dict[str, object]:
     return out
 
 
+MEMORY_ONLY = ("gradient_checkpointing",)
+"""``baselines`` fields that trade memory for compute and change no trained weight: neither a
+baseline's fingerprint nor ``lira run``'s stage markers hash them, so setting one re-runs
+nothing (and markers written before a field existed stay valid)."""
+
+
 class BaselinesRun(Protocol):
     """The parts of a run config ``lira baseline`` reads (a ``RunConfig`` is one)."""
 

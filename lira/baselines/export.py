@@ -15,7 +15,7 @@ from pathlib import Path
 
 from torch import nn
 
-from lira.baselines.config import BaselinesRun, flat_recipe
+from lira.baselines.config import MEMORY_ONLY, BaselinesRun, flat_recipe
 from lira.baselines.data import NEGATIVES
 from lira.baselines.registry import get_method
 from lira.checkpoint.manifest import checkpoint_problem
@@ -30,11 +30,11 @@ META_FILE = "lira_baseline.json"
 BASELINE_UNSHAPING = (
     "baselines.report_to",
     "baselines.save_every",
-    "baselines.gradient_checkpointing",
+    *(f"baselines.{name}" for name in MEMORY_ONLY),
 )
 """``baselines`` fields left out of the run fingerprint: where the terms are logged, how often
-checkpoints are written and whether activations are recomputed change nothing in the trained
-model."""
+checkpoints are written and :data:`~lira.baselines.config.MEMORY_ONLY` change nothing in the
+trained model."""
 
 
 def baseline_fingerprint(cfg: BaselinesRun, method: str) -> dict[str, object]:
