@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +25,7 @@ from arca.config import ArcaRun
 from lira.data.splits import Splits
 from lira.data.types import Record
 from lira.data.xquad_r import plain_qid
+from lira.errors import UserInputError
 from lira.translation.config import TranslatorConfig
 from lira.translation.engine import fill_store
 from lira.translation.store import TranslationStore
@@ -79,10 +81,10 @@ def usable_items(
         if v:
             log.warning("Arca: dropped %d training sources (%s)", v, k.replace("_", " "))
     if not kept:
-        raise ValueError(
+        raise UserInputError(
             f"no usable Arca training source: {dropped['empty_sources']} empty, "
             f"{dropped['no_candidates']} without any candidate; fill the translation store "
-            "(`lira translate`) or enable arca.online_translation"
+            "(`lira translate` with this config) or set arca.online_translation=true"
         )
     if any(it.candidates is None for it in kept) and candidate_fn is None:
         raise ValueError("items without candidates need a candidate_fn (online translation)")
@@ -131,6 +133,17 @@ class StoreCandidates:
         if self.online:
             fill_store(self.cfg, {lang: list(texts)}, self.store)
         return self.store.candidates(texts, lang, self.translators)
+
+
+def store_translators(store: TranslationStore) -> list[str]:
+    """The names of the translators with at least one ok candidate in ``store`` (sorted)."""
+    try:
+        rows = store.conn.execute(
+            "SELECT DISTINCT translator FROM translations WHERE status = 'ok' ORDER BY translator"
+        ).fetchall()
+    except sqlite3.Error:  # only for an error message: an unreadable store lists none
+        return []
+    return [str(r[0]) for r in rows]
 
 
 def build_items(records: Sequence[Record], fetch: CandidateFn, online: bool) -> list[ArcaItem]:

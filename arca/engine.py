@@ -18,20 +18,25 @@ from arca.data import (
     CandidateFn,
     StoreCandidates,
     build_items,
+    clean_items,
     fetch_candidates,
     gold_eval_items,
     held_out_sources,
     rounded,
+    store_translators,
 )
 from arca.g_cache import critic_g
 from arca.metrics import evaluate_actor
 from arca.model import ArcaModel
 from arca.trainable import check_encoder_training
 from arca.trainer import ARCA_UNSHAPING, ArcaTrainer
+from lira.config import ConfigError
 from lira.data.splits import Splits, load_splits
+from lira.errors import UserInputError
 from lira.jsonio import write_json
 from lira.models import load_backbone, load_encoder
 from lira.training import config_fingerprint
+from lira.translation.config import TranslationConfig, TranslatorConfig
 from lira.translation.critic import build_critic
 from lira.translation.engine import store_path
 from lira.translation.store import TranslationStore
@@ -87,6 +92,43 @@ def distill_texts(cfg: ArcaRun, splits: Splits) -> list[str]:
     return list(dict.fromkeys(d.text for d in splits.train.corpus if d.lang == "en" and d.text))
 
 
+def active_translators(tc: TranslationConfig) -> list[TranslatorConfig]:
+    """The pool's active translators; a ConfigError naming the ``translation.*`` keys when
+    there is none (Arca needs at least one candidate source)."""
+    active = tc.active_translators()
+    if not active:
+        raise ConfigError(
+            "translation",
+            f"no active translator (translation.pass_at_k={tc.pass_at_k} of "
+            f"{len(tc.llm_translators)} translation.llm_translators, translation.num_candidates="
+            f"{tc.num_candidates} with {len(tc.mt_translators)} translation.mt_translators); "
+            "Arca needs at least one: add an MT model to translation.mt_translators (with "
+            "num_candidates > pass_at_k) or an LLM to translation.llm_translators (with "
+            "pass_at_k >= 1)",
+        )
+    return active
+
+
+def empty_store_message(
+    store: TranslationStore, translators: Sequence[TranslatorConfig], n_sources: int
+) -> str:
+    """Why no training source has a candidate in ``store`` and how to fix it (one line)."""
+    held = store_translators(store)
+    names = [t.name for t in translators]
+    what = (
+        "holds no candidate"
+        if not held
+        else f"holds candidates of {held} only, none of this config's translators {names} "
+        "for these sources (or the same names with other settings)"
+    )
+    return (
+        f"translation store {store.path} {what}: none of the {n_sources} Arca training "
+        "sources has a candidate; run `lira translate` with this config first, or set "
+        "translation.llm_translators / translation.mt_translators to the translators the "
+        "store holds"
+    )
+
+
 def run_arca(cfg: ArcaRun, *, resume: bool = False) -> dict[str, object]:
     """Engine of ``lira arca``: train on the configured data, write ``<output_dir>/arca/``
     (``resume``: continue from the latest checkpoint)."""
@@ -100,13 +142,8 @@ def run_arca(cfg: ArcaRun, *, resume: bool = False) -> dict[str, object]:
             f"translation store {path} not found; run `lira translate` first or set "
             "arca.online_translation=true"
         )
+    active = active_translators(cfg.translation)  # before the store file is made
     store = TranslationStore(path, commit_every=cfg.translation.commit_every)
-    active = cfg.translation.active_translators()
-    if not active:
-        raise ValueError(
-            "translation.* names no active translator (pass@k LLMs + MT models); Arca needs "
-            "at least one candidate source"
-        )
     train_fetch = StoreCandidates(cfg, store, active, ac.online_translation)
     eval_fetch = StoreCandidates(
         cfg, store, [t for t in active if not t.train_only], ac.online_translation
@@ -114,6 +151,22 @@ def run_arca(cfg: ArcaRun, *, resume: bool = False) -> dict[str, object]:
     splits = load_splits(cfg.data)
     train_items = build_items(splits.train_sources, train_fetch, ac.online_translation)
     eval_items = build_items(held_out_sources(splits), eval_fetch, ac.online_translation)
+    if not ac.online_translation and not clean_items(train_items)[0]:
+        message = empty_store_message(store, active, len(train_items))
+        store.close()
+        raise UserInputError(message)
+    distill = distill_texts(cfg, splits) if ac.objective == "distill" else []
+    ridge = ac.objective == "distill" and ac.distill_solver == "ridge"
+    english = [c.text for it in train_items for c in it.candidates or []] + distill
+    if ridge and not any(t.strip() for t in english):
+        store.close()
+        raise ConfigError(
+            "arca.distill_solver",
+            "ridge fits the Adaptor on English texts before training, but there are none "
+            "(arca.online_translation=true translates only during training); run `lira "
+            "translate` first and set arca.online_translation=false, set arca.distill_corpus="
+            "true, or use arca.distill_solver=gradient",
+        )
     set_seed(ac.seed)
     backbone = load_backbone(cfg.models)
     encoder = load_encoder(cfg.models)
@@ -121,9 +174,7 @@ def run_arca(cfg: ArcaRun, *, resume: bool = False) -> dict[str, object]:
     check_encoder_training(encoder, ac)
     if not ac.train_encoder:
         model.attach_g_cache(cfg.output_dir)
-    distill = distill_texts(cfg, splits) if ac.objective == "distill" else []
-    if ac.objective == "distill" and ac.distill_solver == "ridge":
-        english = [c.text for it in train_items for c in it.candidates or []] + distill
+    if ridge:
         n = model.fit_ridge(english, ac.distill_ridge)
         log.info("Arca: ridge Adaptor fitted on %d English texts (objective distill)", n)
         distill = []

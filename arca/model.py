@@ -48,7 +48,7 @@ from arca.pooling import temporal_pool
 from lira.checkpoint.manifest import checkpoint_problem, read_meta, write_manifest
 from lira.checkpoint.state import load_safetensors
 from lira.config import ModelsConfig, from_dict, to_dict
-from lira.errors import CheckpointError
+from lira.errors import CheckpointError, UserInputError
 from lira.models import Backbone, load_backbone, load_encoder, saved_encoder_config
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 
@@ -281,7 +281,10 @@ class ArcaModel(nn.Module):
             raise RuntimeError("fit_ridge needs the linear Adaptor (objective distill, ridge)")
         texts = list(dict.fromkeys(t for t in texts if t and t.strip()))
         if not texts:
-            raise ValueError("no English text to fit the ridge Adaptor on")
+            raise UserInputError(
+                "no English text to fit the ridge Adaptor on: fill the translation store "
+                "(`lira translate` with this config) or set arca.distill_corpus=true"
+            )
         g = torch.cat([self.pooled_sources(texts[i : i + batch_size]).mean(1).float().cpu()
                        for i in range(0, len(texts), batch_size)])  # fmt: skip
         h = self.english_targets(texts).float().cpu()

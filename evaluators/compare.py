@@ -41,12 +41,14 @@ from evaluators.leaderboard import Row, model_notes, write_leaderboard
 from evaluators.mteb_eval import run_mteb, write_mteb_leaderboard
 from evaluators.mteb_tasks import load_tasks
 from evaluators.paper_tables import write_paper_tables
-from evaluators.probes import lancer_penalty, language_id_accuracy
+from evaluators.probes import lancer_penalty, language_id_accuracy, probe_unfit
 from lasr.eval_models import BACKBONE, FIXED_ROW, ME5, pooled_input_embeddings, run_encoders
 from lira.config import ConfigError
 from lira.data.splits import Splits, load_splits
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
+from lira.errors import CheckpointError
+from lira.jsonio import read_json
 
 log = logging.getLogger(__name__)
 
@@ -59,28 +61,39 @@ class Agnosticism(TypedDict):
 
     method: str
     languages: list[str]
-    language_id_accuracy: float
+    language_id_accuracy: float | None
+    """None where the rows are too few for the probe (logged)."""
     chance: float
-    lancer_penalty: float
+    lancer_penalty: float | None
+    """None with a single language."""
 
 
 def agnosticism(
     models: dict[str, Encoder], ds: XQuADR, qids: list[str], languages: list[str], seed: int
 ) -> list[Agnosticism]:
-    """Language-ID probe accuracy and LANCER penalty of each model on parallel questions."""
+    """Language-ID probe accuracy and LANCER penalty of each model on parallel questions; the
+    probe is skipped (None, with a warning) where the rows are too few to split by language."""
     langs = list(dict.fromkeys(["en", *languages]))
     records = [ds.question(lang, q) for lang in langs for q in qids]
+    labels = [r.lang for r in records]
+    why = probe_unfit(labels)
+    if why:
+        fix = ("add a language to data.eval_languages" if len(langs) < 2
+               else "raise data.max_eval_queries or data.eval_fraction")  # fmt: skip
+        log.warning(
+            "language-ID probe skipped (language_id_accuracy: null in agnosticism.json): "
+            "%d question(s) in %s: %s; %s", len(qids), langs, why, fix,
+        )  # fmt: skip
     rows: list[Agnosticism] = []
     for name, model in models.items():
-        emb = np.asarray(model.encode([r.text for r in records], langs=[r.lang for r in records]))
-        labels = [r.lang for r in records]
+        emb = np.asarray(model.encode([r.text for r in records], langs=labels))
         rows.append(
             {
                 "method": name,
                 "languages": langs,
-                "language_id_accuracy": language_id_accuracy(emb, labels, seed=seed),
+                "language_id_accuracy": None if why else language_id_accuracy(emb, labels, seed),
                 "chance": 100.0 / len(langs),
-                "lancer_penalty": lancer_penalty(emb, labels),
+                "lancer_penalty": lancer_penalty(emb, labels) if len(langs) > 1 else None,
             }
         )
     return rows
@@ -117,7 +130,10 @@ def arca_diagnostics(output_dir: Path, out: Path) -> dict[str, object]:
     )
     if path is None:
         return {}
-    metrics = json.loads(path.read_text(encoding="utf-8"))
+    fix = "restore it, or run `lira arca` again (it writes the file)"
+    metrics = read_json(path, "Arca summary", fix)
+    if not isinstance(metrics, dict):
+        raise CheckpointError(f"Arca summary {path} is not a JSON object; {fix}")
     shares = {
         name: s
         for name, s in (

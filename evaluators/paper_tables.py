@@ -26,12 +26,13 @@ nothing was run; AVG only when every column of the row is filled. Values are per
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
 from evaluators.config import EvalRun
 from evaluators.leaderboard import Row
+from lira.errors import CheckpointError
+from lira.jsonio import read_json
 
 DASH = "—"
 COUNTRIES = {"BD": "bn", "ID": "id", "MY": "ms", "PK": "ur", "TH": "th", "PH": "tl", "VN": "vi"}
@@ -93,7 +94,11 @@ def load_rows(compare_dir: str | Path) -> list[Row]:
         Path(compare_dir) / "mteb" / "leaderboard.json",
     ):
         if path.is_file():
-            rows += json.loads(path.read_text(encoding="utf-8"))
+            fix = "run `lira compare` again (it rewrites the leaderboard), or delete the file"
+            got = read_json(path, "leaderboard", fix)
+            if not isinstance(got, list) or not all(isinstance(r, dict) for r in got):
+                raise CheckpointError(f"leaderboard {path} is not a list of rows; {fix}")
+            rows += got
     return rows
 
 

@@ -6,6 +6,8 @@ small correlation penalty between embedding dimensions and one-hot language labe
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
@@ -16,13 +18,33 @@ from sklearn.model_selection import train_test_split
 from lira.baselines.lancer import correlation_penalty, language_index
 
 
+def probe_unfit(langs: Sequence[str], test_size: float = 0.3) -> str:
+    """Why the stratified language-ID probe cannot run on rows of ``langs`` ("" when it can)."""
+    counts = Counter(langs)
+    n, k = len(langs), len(counts)
+    if k < 2:
+        return f"it needs embeddings of at least two languages, got {sorted(counts)}"
+    fewest = min(counts.values())
+    if fewest < 2:
+        return f"it needs at least 2 rows per language, got {fewest} of {k} languages"
+    # scikit-learn's sizes of a float test_size (stratified: each split needs every language)
+    n_test, n_train = math.ceil(test_size * n), math.floor((1 - test_size) * n)
+    if min(n_test, n_train) < k:
+        return (
+            f"its {n_train}/{n_test} train/test rows (test_size {test_size}) are fewer than "
+            f"the {k} languages"
+        )
+    return ""
+
+
 def language_id_accuracy(
     embeddings: np.ndarray, langs: Sequence[str], seed: int = 0, test_size: float = 0.3
 ) -> float:
-    """Held-out accuracy (x100) of a logistic-regression probe predicting the language."""
+    """Held-out accuracy (x100) of a logistic-regression probe predicting the language; a
+    ValueError where the rows cannot be split (:func:`probe_unfit`)."""
     labels = np.asarray(langs)
-    if len(set(labels)) < 2:
-        raise ValueError("the language-ID probe needs embeddings of at least two languages")
+    if why := probe_unfit(list(langs), test_size):
+        raise ValueError(f"the language-ID probe cannot run: {why}")
     x_tr, x_te, y_tr, y_te = train_test_split(
         embeddings, labels, test_size=test_size, random_state=seed, stratify=labels
     )

@@ -162,6 +162,8 @@ TranslatorEvalSummary = TypedDict(
 def run_translator_eval(cfg: TranslatorEvalRun, *, pairs: int = 20) -> TranslatorEvalSummary:
     """Engine of ``lira tune-translator --evaluate``: h on base vs tuned translations
     (``pairs``: random (source, base, tuned) triples shown, ``--pairs``)."""
+    if pairs < 0:
+        raise UserInputError(f"--pairs {pairs} is negative; give 0 or more triples to show")
     base, tuned = base_translator(cfg), tuned_translator(cfg)
     if not Path(tuned.model).is_dir():
         raise UserInputError(

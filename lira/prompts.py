@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from lira.errors import UserInputError
+
 LANGUAGE_NAMES: dict[str, str] = {
     "af": "Afrikaans",
     "am": "Amharic",
@@ -126,7 +128,7 @@ def language_name(code: str) -> str:
 
 def _template(version: str, kind: str) -> str:
     if version not in PROMPTS:
-        raise ValueError(f"unknown prompt version {version!r}; known versions: {sorted(PROMPTS)}")
+        raise UserInputError(f"unknown prompt version {version!r}; choose from {sorted(PROMPTS)}")
     return PROMPTS[version][kind]
 
 

@@ -136,6 +136,45 @@ class _Parser(argparse.ArgumentParser):
         return super().format_help()
 
 
+class _Names(argparse.Action):
+    """A list option (``--methods``, ``--rows``) that hands ``key=value`` items back to the
+    overrides: ``lira baseline cfg.yaml --methods clear baselines.steps=5`` trains clear for 5
+    steps (a name never holds '='); a name outside ``valid`` is a one-line usage error."""
+
+    def __init__(self, *args: object, valid: list[str] | None = None, **kwargs: object) -> None:
+        self.valid = valid
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        items = [str(v) for v in values] if isinstance(values, list) else [str(values)]
+        late = [v for v in items if "=" in v]
+        names = [v for v in items if "=" not in v]
+        if not names:
+            parser.error(f"{option_string} needs at least one name before {' '.join(late)}")
+        if self.valid is not None and (bad := [n for n in names if n not in self.valid]):
+            parser.error(f"{option_string}: unknown {', '.join(bad)}; choose from "
+                         f"{', '.join(self.valid)}")  # fmt: skip
+        setattr(namespace, self.dest, names)
+        namespace.late_overrides = [*getattr(namespace, "late_overrides", []), *late]
+
+
+def _count(text: str) -> int:
+    """An integer >= 0 (``--pairs``); anything else is a one-line usage error."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"{n} is negative; give 0 or more")
+    return n
+
+
 def _engines() -> ModuleType:
     """:mod:`pipeline.run` (every command's adapter and engine), imported when a command runs."""
     try:
@@ -205,16 +244,21 @@ def build_parser() -> argparse.ArgumentParser:
                 "Δ) -> <output>/evaluation/",
             )
             p.add_argument(
-                "--pairs", type=int, default=20, help="random (source, base, tuned) triples shown"
+                "--pairs",
+                type=_count,
+                default=20,
+                help="random (source, base, tuned) triples shown (>= 0)",
             )
         if name == "baseline":
-            p.add_argument("--methods", nargs="+", default=None, help="subset of methods")
+            p.add_argument("--methods", nargs="+", default=None, action=_Names,
+                           help="subset of methods")  # fmt: skip
         if name == "ablate":
             p.add_argument(
                 "--rows",
                 nargs="+",
                 default=None,
-                choices=list(ABLATION_ROWS),
+                action=_Names,
+                valid=list(ABLATION_ROWS),
                 metavar="ROW",
                 help="Table 5 rows to train (default: all; 'full' always runs): "
                 + ", ".join(f"{r.name} ({r.label})" for r in ABLATION_ROWS.values()),
@@ -295,8 +339,9 @@ def main(argv: list[str] | None = None) -> int:
     stray = [a for a in extra if a.startswith("-") or "=" not in a]
     if stray or (extra and not hasattr(args, "overrides")):
         parser.error(f"unrecognized arguments: {' '.join(stray or extra)}")
-    if extra:
-        args.overrides = [*args.overrides, *extra]
+    late = [*getattr(args, "late_overrides", []), *extra]  # after a list option, or options
+    if late:
+        args.overrides = [*args.overrides, *late]
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING if quiet else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",

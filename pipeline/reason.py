@@ -24,11 +24,13 @@ from tqdm import tqdm
 
 from arca.model import ArcaModel, load_arca
 from evaluators.bootstrap import bootstrap_ci
+from lira.config import ConfigError
 from lira.models import load_causal_lm
 from lira.models.devices import resolve_device
 from lira.reasoning.answers import extract_choice, extract_number, numbers_equal
 from lira.reasoning.data import ChoiceItem, MathItem, demo_reasoning_path, load_mgsm, load_xcsqa
 from lira.reasoning.soft_prompt import SoftPromptBuilder, VLLMSoftPromptGenerator, user_message
+from lira.translation.config import TranslatorConfig
 from lira.translation.engine import fill_store, store_path
 from lira.translation.store import TranslationStore
 from pipeline.runconfig import RunConfig
@@ -69,14 +71,27 @@ def is_correct(item: MathItem | ChoiceItem, generation: str) -> tuple[bool, floa
     return pred == item.answer, pred
 
 
+def reasoning_translators(cfg: RunConfig) -> list[TranslatorConfig]:
+    """The active translators usable at test time (not ``train_only``); a ConfigError naming
+    the ``translation.*`` keys when there is none."""
+    active = [t for t in cfg.translation.active_translators() if not t.train_only]
+    if not active:
+        raise ConfigError(
+            "translation",
+            "reasoning needs at least one active translator that is not train_only: add an "
+            "MT model to translation.mt_translators (with translation.num_candidates > "
+            "translation.pass_at_k) or an LLM to translation.llm_translators (with "
+            "translation.pass_at_k >= 1)",
+        )
+    return active
+
+
 def selected_translations(
     cfg: RunConfig, texts: list[str], lang: str, arca: ArcaModel | None
 ) -> list[str]:
     """The Arca-selected English candidate of each text (the pool fills missing ones online)."""
 
-    active = [t for t in cfg.translation.active_translators() if not t.train_only]
-    if not active:
-        raise ValueError("reasoning needs at least one non-train_only translator in translation.*")
+    active = reasoning_translators(cfg)
     with TranslationStore(store_path(cfg), cfg.translation.commit_every) as store:
         fill_store(cfg, {lang: texts}, store=store)
         cands = store.candidates(texts, lang, active)
@@ -95,6 +110,8 @@ def run_reason(cfg: RunConfig) -> dict[str, Any]:
     """Engine of ``lira reason``: accuracy per task x language x mode -> <output_dir>/reason/."""
 
     rc = cfg.reason
+    if any(lang != "en" for lang in rc.languages):  # before loading the LLM: a config error
+        reasoning_translators(cfg)
     out = Path(cfg.output_dir) / "reason"
     out.mkdir(parents=True, exist_ok=True)
     lm, tok = load_causal_lm(rc.llm, cfg.models.cache_dir, dtype=cfg.models.dtype)
@@ -114,9 +131,11 @@ def run_reason(cfg: RunConfig) -> dict[str, Any]:
             )
         arca = load_arca(ckpt).to(device)  # g, Adaptor, Actor and its backbone h
         if arca.dim != d_llm:
-            raise ValueError(
-                f"the Arca checkpoint {ckpt} maps into d={arca.dim} but {rc.llm} embeds tokens "
-                f"in d={d_llm}: train Arca with models.backbone={rc.llm}"
+            raise ConfigError(
+                "reason.arca_checkpoint",
+                f"the Arca checkpoint {ckpt} maps into d={arca.dim} but reason.llm {rc.llm} "
+                f"embeds tokens in d={d_llm}: train Arca with models.backbone={rc.llm}, or "
+                "name a checkpoint trained for it in reason.arca_checkpoint",
             )
     builder = SoftPromptBuilder(lm, tok)
     generator: SoftPromptBuilder | VLLMSoftPromptGenerator = builder

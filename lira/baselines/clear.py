@@ -44,7 +44,7 @@ from lira.baselines.method import (
     batch_examples,
     passages_with_negatives,
 )
-from lira.config import check
+from lira.config import ConfigError, check
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,14 @@ def clear_kl(p_pos: Tensor, q_en: Tensor, q_l: Tensor, tau: float) -> Tensor:
     return F.kl_div(log_s_cl, log_s_en, reduction="batchmean", log_target=True)
 
 
+def too_few_negatives(k: int, what: str, usable: int) -> str:
+    """The message of asking for ``k`` mined negatives where an anchor can rank only ``usable``."""
+    return (
+        f"asked for {k} {what} per example but the training data leaves some example only "
+        f"{usable} to rank; lower it, or train on more data (data.max_train_queries)"
+    )
+
+
 def rank_window(first: int, last: int, usable: int, k: int) -> tuple[int, int]:
     """The 1-based rank window [first, last] clamped to ``usable`` ranked items, >= k wide."""
     last_c = min(last, usable)
@@ -78,12 +86,14 @@ def sample_hard_negatives(
     ranks: tuple[int, int] = (30, 100),
     generator: torch.Generator | None = None,
     what: str = "hard negatives",
+    key: str = "baselines.clear.negatives",
 ) -> Tensor:
     """Indices [N, k]: k pool items per anchor, uniformly from its ranks [first, last] (§4.1).
 
     anchors [N, d], pool [M, d]; ``anchor_ids`` [N] and ``pool_ids`` [M] name the gold item
     (a pool item with the anchor's id is its positive or a duplicate and is never ranked).
-    The window is clamped to the items every anchor can rank (logged when it is).
+    The window is clamped to the items every anchor can rank (logged when it is); more than
+    that many negatives is a ConfigError naming ``key`` (the config field that gave ``k``).
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
@@ -91,7 +101,7 @@ def sample_hard_negatives(
     same = anchor_ids.view(-1, 1) == pool_ids.view(1, -1)  # [N, M]
     usable = int((~same).sum(1).min()) if n else 0
     if k > usable:
-        raise ValueError(f"asked for {k} {what} but some anchor has only {usable}; lower k")
+        raise ConfigError(key, too_few_negatives(k, what, usable))
     if k == 0 or n == 0:
         return torch.zeros(n, 0, dtype=torch.long)
     first, last = rank_window(ranks[0], ranks[1], usable, k)

@@ -34,7 +34,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lira.baselines.clear import rank_window
+from lira.baselines.clear import rank_window, too_few_negatives
+from lira.config import ConfigError
 from lira.data.types import ParallelData
 
 if TYPE_CHECKING:
@@ -129,12 +130,14 @@ def mine_filtered_negatives(
     ranks: tuple[int, int] = (50, 300),
     max_sim: float = 0.8,
     relative_margin: float = 0.95,
+    key: str = "baselines.merging.negatives",
 ) -> Tensor:
     """Indices [N, k] of paper 001's hard negatives (App. B.2) for each query.
 
     queries [N, d], pool [M, d], positives [N, d] (each query's gold document); pool items
     with the query's id are never negatives. Kept: the first k items in ranks [first, last]
-    with cos(q, n) <= ``max_sim`` and cos(q, n) < ``relative_margin`` · cos(q, p).
+    with cos(q, n) <= ``max_sim`` and cos(q, n) < ``relative_margin`` · cos(q, p). More
+    negatives than a query can rank is a ConfigError naming ``key`` (the field that gave ``k``).
     """
     n = queries.shape[0]
     if k == 0 or n == 0:
@@ -145,7 +148,7 @@ def mine_filtered_negatives(
     same = query_ids.view(-1, 1) == pool_ids.view(1, -1)
     usable = int((~same).sum(1).min())
     if k > usable:
-        raise ValueError(f"asked for {k} negatives but some query has only {usable}; lower k")
+        raise ConfigError(key, too_few_negatives(k, "negatives", usable))
     first, last = rank_window(ranks[0], ranks[1], usable, k)
     if (first, last) != tuple(ranks):
         log.info(

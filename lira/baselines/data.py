@@ -25,6 +25,7 @@ from lira.baselines.composition import mine_filtered_negatives
 from lira.baselines.config import BaselinesConfig, BaselinesRun
 from lira.baselines.method import BaselineMethod, english_rows
 from lira.baselines.registry import get_method
+from lira.config import ConfigError
 from lira.data.splits import load_splits
 from lira.data.types import ParallelData, Record, RetrievalData
 from lira.data.xquad_r import XQuADR
@@ -52,17 +53,30 @@ class TrainExample:
     """Corpus indices of paper 001's mined English negatives."""
 
 
+NO_PARALLEL = (
+    "gives no parallel training questions; the baselines train on queries in English and in "
+    "the training languages side by side: use data.format: xquad_r, or leave the baselines "
+    "out (stages / --methods)"
+)
+"""Why a data format other than XQuAD-R cannot train the baselines (a ConfigError's message)."""
+
+
 def training_splits(cfg: BaselinesRun) -> tuple[ParallelData, RetrievalData, XQuADR | None]:
     """(parallel training questions, retrieval training data, the dataset or None) of
-    ``cfg.data``; refuses a data format without parallel training questions."""
+    ``cfg.data``; a ConfigError, before any data is read, for data the baselines cannot use."""
+    if cfg.data.format != "xquad_r":
+        raise ConfigError("data.format", f"{cfg.data.format} {NO_PARALLEL}")
+    if not [lang for lang in cfg.data.train_languages if lang != "en"]:
+        raise ConfigError(
+            "data.train_languages",
+            f"{cfg.data.train_languages} has no language besides English; the baselines train "
+            "on training-language queries with their English originals: add one (e.g. [en, de])",
+        )
     splits = load_splits(cfg.data)
     parallel = getattr(splits, "train_parallel", None)
     retrieval = getattr(splits, "train_retrieval", None) or getattr(splits, "train", None)
     if parallel is None or retrieval is None:
-        raise ValueError(
-            f"data.format={cfg.data.format} gives no parallel training questions; the baselines "
-            "need parallel data (English + training languages), e.g. data.format=xquad_r"
-        )
+        raise ConfigError("data.format", f"{cfg.data.format} {NO_PARALLEL}")
     return parallel, retrieval, getattr(splits, "dataset", None)
 
 
@@ -90,9 +104,12 @@ def build_examples(
             TrainExample(qid, q.lang, parallel.texts["en"][row[qid]], q.text, pos, docs[pos], p_tgt)
         )
     if len(out) < 2:
-        raise ValueError(
-            f"only {len(out)} training examples could be joined from train_retrieval and "
-            "train_parallel (query ids must be <qid>@<lang> with qrels into the corpus)"
+        raise ConfigError(
+            "data.max_train_queries",
+            f"only {len(out)} training example(s) could be joined from the training queries "
+            "(a non-English query with its English original and a gold sentence); the "
+            "baselines' contrastive losses need >= 2: raise data.max_train_queries, or add a "
+            "language to data.train_languages",
         )
     return out
 

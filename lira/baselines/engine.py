@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Protocol
@@ -20,7 +19,9 @@ from lira.baselines.contrastive import mine_negatives, train_method
 from lira.baselines.data import build_examples, training_splits
 from lira.baselines.export import META_FILE, baseline_fingerprint
 from lira.baselines.registry import get_method, method_names
-from lira.jsonio import write_json
+from lira.config import ConfigError
+from lira.errors import CheckpointError
+from lira.jsonio import read_json, write_json
 from lira.training import check_fingerprint
 
 log = logging.getLogger(__name__)
@@ -50,13 +51,16 @@ def run_baselines(
     known = method_names()
     bad = [m for m in methods if m not in known]
     if bad:
-        raise ValueError(f"unknown baseline methods {bad}; choose from {known}")
+        raise ConfigError("baselines.methods", f"unknown method(s) {bad}; choose from {known}")
     root = Path(cfg.output_dir) / "baselines"
     root.mkdir(parents=True, exist_ok=True)
     summary_path = root / "summary.json"
     summary: dict[str, object] = {}
     if summary_path.is_file():
-        summary = json.loads(summary_path.read_text(encoding="utf-8"))
+        fix = "delete it and run `lira baseline` again (every method is then trained again)"
+        summary = read_json(summary_path, "baselines summary", fix)
+        if not isinstance(summary, dict):
+            raise CheckpointError(f"baselines summary {summary_path} is not a JSON object; {fix}")
     todo = methods
     if resume:
         todo = [m for m in methods if not ((root / m / META_FILE).is_file() and m in summary)]

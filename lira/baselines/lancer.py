@@ -43,7 +43,7 @@ from lira.baselines.method import (
     english_rows,
     passages_with_negatives,
 )
-from lira.config import check
+from lira.config import ConfigError, check
 from lira.data.types import Record
 from lira.data.xquad_r import XQuADR
 
@@ -115,9 +115,12 @@ def non_parallel_texts(
     out = {lang: [r.text for r in records[lang] if owner[group(r)] == lang] for lang in langs}
     empty = [lang for lang, texts in out.items() if not texts]
     if empty:
-        raise ValueError(
-            f"languages {empty} got no text: {len(groups)} groups cannot be dealt over "
-            f"{len(langs)} languages; use more training data"
+        raise ConfigError(
+            "data.max_train_queries",
+            f"LANCER's non-parallel batches need texts in every language, but {len(groups)} "
+            f"gold sentence group(s) of the training questions cannot be dealt over "
+            f"{len(langs)} languages {langs} ({empty} got none); raise data.max_train_queries, "
+            "or leave lancer out of --methods / baselines.methods",
         )
     return out
 

@@ -32,6 +32,7 @@ from typing import Literal
 
 import torch
 from accelerate.utils import set_seed
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
@@ -48,7 +49,8 @@ from lira.baselines.method import BaselineMethod, Batch, Example, HookTrainer, e
 from lira.config import check
 from lira.data.types import ParallelData, Record
 from lira.data.xquad_r import XQuADR
-from lira.errors import UserInputError
+from lira.errors import CheckpointError, UserInputError
+from lira.jsonio import read_json
 from lira.models import load_backbone
 from lira.training import atomic_dir
 
@@ -123,7 +125,13 @@ def load_checkpoint_state(path: str | Path) -> dict[str, Tensor]:
         raise FileNotFoundError(f"no *.safetensors in {path}: is it a saved HF checkpoint folder?")
     state: dict[str, Tensor] = {}
     for f in files:
-        state.update(load_file(str(f)))
+        try:
+            state.update(load_file(str(f)))
+        except (SafetensorError, OSError, ValueError) as e:
+            raise CheckpointError(
+                f"{f} is not a readable safetensors file ({e}); save the checkpoint again, or "
+                "leave it out of the merge"
+            ) from None
     return state
 
 
@@ -131,7 +139,10 @@ def _architecture(path: Path) -> tuple[str, list[str]]:
     cfg_file = path / "config.json"
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} has no config.json: not a HF checkpoint folder")
-    cfg = json.loads(cfg_file.read_text(encoding="utf-8"))
+    fix = "save the checkpoint again (save_pretrained), or leave it out of the merge"
+    cfg = read_json(cfg_file, "checkpoint config", fix)
+    if not isinstance(cfg, dict) or not isinstance(cfg.get("architectures") or [], list):
+        raise CheckpointError(f"checkpoint config {cfg_file} is not a HF model config; {fix}")
     return str(cfg.get("model_type", "")), list(cfg.get("architectures") or [])
 
 

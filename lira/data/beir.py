@@ -190,18 +190,49 @@ def load_beir(
 _SUFFIXES = {".jsonl": "json", ".json": "json", ".parquet": "parquet"}
 
 
+HF_FIX = (
+    "fix or regenerate it (JSON Lines: one JSON object per line; Parquet: a complete file; "
+    "a folder: save it again with save_to_disk), or set data.format to the folder's real format"
+)
+"""The fix printed with a local ``datasets`` table that ``datasets`` cannot read."""
+
+
+def _hf_error(where: Path, e: Exception) -> DataError:
+    """A DataError naming ``where`` for an error of ``datasets`` reading it (and its cause)."""
+    cause = e.__cause__ or e.__context__
+    why = f"{type(e).__name__}: {e}"
+    if cause is not None and str(cause):
+        why += f" ({type(cause).__name__}: {cause})"
+    return DataError(where, None, "<dataset>", f"datasets cannot read it: {why}", HF_FIX)
+
+
+def _hf_errors() -> tuple[type[BaseException], ...]:
+    """The exception types of ``datasets`` / pyarrow reading a damaged local table."""
+    from datasets.exceptions import DatasetsError
+    from pyarrow import ArrowException
+
+    return (DatasetsError, ArrowException, ValueError, KeyError, TypeError)
+
+
 def _hf_table(path: Path, name: str, split: str) -> tuple[Path, list[tuple[int, dict]]]:
-    """One of corpus/queries/qrels through ``datasets``: a save_to_disk folder or local files."""
+    """One of corpus/queries/qrels through ``datasets``: a save_to_disk folder or local files;
+    one ``datasets`` cannot read is a DataError naming it."""
     from datasets import load_dataset, load_from_disk
 
     sub = path / name
     if (sub / "dataset_info.json").exists() or (sub / "state.json").exists():
-        return sub, [(i, dict(r)) for i, r in enumerate(load_from_disk(str(sub)), start=1)]
+        try:
+            return sub, [(i, dict(r)) for i, r in enumerate(load_from_disk(str(sub)), start=1)]
+        except _hf_errors() as e:
+            raise _hf_error(sub, e) from e
     candidates = [path / f"{name}{s}" for s in _SUFFIXES] + [sub / f"{split}{s}" for s in _SUFFIXES]
     for f in candidates:
         if f.is_file():
-            ds = load_dataset(_SUFFIXES[f.suffix], data_files=str(f), split="train")
-            return f, [(i, dict(r)) for i, r in enumerate(ds, start=1)]
+            try:
+                ds = load_dataset(_SUFFIXES[f.suffix], data_files=str(f), split="train")
+                return f, [(i, dict(r)) for i, r in enumerate(ds, start=1)]
+            except _hf_errors() as e:
+                raise _hf_error(f, e) from e
     raise MissingFileError(
         f"{path} has no '{name}' dataset: expected a save_to_disk folder {sub} or one of "
         f"{[str(c) for c in candidates]}"

@@ -21,6 +21,7 @@ from pathlib import Path
 from lira.demo.builders import SEED, build_backbone, build_mt5, build_qwen3_lm, build_smollm2
 from lira.demo.marian import build_marian
 from lira.demo.packages import minilm_folder
+from lira.errors import UserInputError
 
 logger = logging.getLogger(__name__)
 
@@ -125,12 +126,18 @@ def _build(name: str, root: Path) -> Path:
     return final
 
 
+def unknown_demo(ref: str) -> str | None:
+    """Why ``demo:<name>`` names no demo model (one line listing the names), else None; None
+    for any reference that is not a demo alias."""
+    if not ref.startswith("demo:") or ref[len("demo:") :] in NAMES:
+        return None
+    return f"unknown demo model {ref!r}; choose from " + ", ".join(f"demo:{n}" for n in NAMES)
+
+
 def _check_name(name: str) -> None:
-    if name not in NAMES:
-        raise ValueError(
-            f"unknown demo model 'demo:{name}'; choose one of "
-            + ", ".join(f"demo:{n}" for n in NAMES)
-        )
+    problem = unknown_demo(f"demo:{name}")
+    if problem:
+        raise UserInputError(problem)
 
 
 def demo_folder(name: str, cache_dir: str | Path = "") -> Path:

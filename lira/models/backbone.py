@@ -24,6 +24,7 @@ from lira.models.loading import (
     HFModule,
     cap_chars,
     from_pretrained,
+    load_checked,
     load_tokenizer,
     pool,
     resolve_path,
@@ -224,13 +225,8 @@ def _load_st_backbone(cfg: ModelsConfig, where: str, device: str | torch.device 
     (configured prompts win over the model's own)."""
     from sentence_transformers import SentenceTransformer
 
-    try:
-        st = SentenceTransformer(where, device=str(device) if device is not None else "cpu")
-    except OSError as e:
-        raise OSError(
-            f"could not load sentence-transformers model {cfg.backbone!r} (not a "
-            f"local folder and the hub did not provide it; offline?): {e}"
-        ) from e
+    on = str(device) if device is not None else "cpu"
+    st = load_checked(lambda: SentenceTransformer(where, device=on), cfg.backbone, where, "minilm")
     first = st[0]
     if not hasattr(first, "auto_model"):
         raise ValueError(

@@ -50,6 +50,7 @@ from lira.models.loading import (
     char_cap,
     folder_fingerprint,
     from_pretrained,
+    load_checked,
     load_tokenizer,
     module_device,
     resolve_path,
@@ -214,13 +215,8 @@ def load_sentence_transformer(cfg: ModelsConfig) -> SentenceEncoder:
     local = Path(path).expanduser()
     if not local.exists() and ref.startswith(("/", "./", "../", "~")):
         raise FileNotFoundError(f"sentence-transformers folder {local} does not exist")
-    try:
-        model = SentenceTransformer(str(local) if local.exists() else path, device="cpu")
-    except OSError as e:
-        raise OSError(
-            f"could not load sentence-transformers model {ref!r} (not a local folder and the "
-            f"hub did not provide it; offline?): {e}"
-        ) from e
+    where = str(local) if local.exists() else path
+    model = load_checked(lambda: SentenceTransformer(where, device="cpu"), ref, where, "minilm")
     model.max_seq_length = cfg.encoder_max_length
     dim = st_dimension(model)
     enc = SentenceEncoder(

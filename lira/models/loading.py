@@ -10,8 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import pickle
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import torch
 from torch import Tensor, nn
@@ -25,10 +26,11 @@ from transformers import (
 
 from lira.demo.references import NAMES as DEMO_NAMES
 from lira.demo.references import resolve_model
-from lira.errors import MissingFileError, UserInputError
+from lira.errors import LiRAError, MissingFileError, UserInputError
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 POOLINGS = ("mean", "cls", "last")
+T = TypeVar("T")
 
 # --------------------------------------------------------------------------------------------
 # Pooling (pure functions)
@@ -121,20 +123,44 @@ class Pretrained(Protocol):
 def _load(cls: Pretrained, path: str, ref: str, suggest: str, **kwargs: object) -> Any:
     """``cls.from_pretrained(path)``, naming the fix when the hub cannot provide ``ref`` (the
     result's type is whatever ``cls`` loads)."""
+    return load_checked(lambda: cls.from_pretrained(path, **kwargs), ref, path, suggest)
+
+
+def load_checked(load: Callable[[], T], ref: str, path: str, suggest: str) -> T:
+    """``load()`` of model ``ref`` (resolved to ``path``), with a one-line user error when it
+    cannot load: refused code (:func:`refused_payload`), a damaged folder, a name the hub
+    did not provide (:func:`unloadable`)."""
     try:
-        return cls.from_pretrained(path, **kwargs)
+        return load()
+    except LiRAError:
+        raise
     except (pickle.UnpicklingError, ValueError) as e:
         refused = refused_payload(ref, path, e)
-        if refused is None:
+        if refused is not None:
+            raise refused from None
+        if not Path(path).exists():
             raise
-        raise refused from None
+        raise unloadable(ref, path, suggest, e) from e
     except OSError as e:
-        if Path(path).exists():
+        if e.errno is not None:  # the disk refused (permissions, space): the CLI names it
             raise
-        raise OSError(
-            f"could not load model {ref!r}: it is not a local folder and the Hugging Face hub "
-            f"did not provide it (offline?). Use a local folder or demo:{suggest}. ({e})"
-        ) from e
+        raise unloadable(ref, path, suggest, e) from e
+
+
+def unloadable(ref: str, path: str, suggest: str, e: BaseException) -> LiRAError:
+    """The one-line error for a model that would not load: a local folder that is incomplete
+    or damaged (UserInputError), or a name the hub did not provide (MissingFileError)."""
+    why = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+    if Path(path).exists():
+        return UserInputError(
+            f"could not load model {ref!r} from {path} ({why}); give a folder holding a "
+            f"complete Hugging Face model (config.json, weights, tokenizer) or demo:{suggest}"
+        )
+    return MissingFileError(
+        f"could not load model {ref!r}: it is not a local folder and the Hugging Face hub did "
+        f"not provide it ({why}); check the name and the network (offline?), or give a local "
+        f"folder path or demo:{suggest}"
+    )
 
 
 def refused_payload(ref: str, path: str, e: BaseException) -> UserInputError | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from lira.config import check
+from lira.config import check, check_model_ref
 
 
 @dataclass
@@ -42,6 +42,7 @@ class ReasonConfig:
     """Bootstrap resamples for the accuracy intervals."""
 
     def __post_init__(self) -> None:
+        check_model_ref(self.llm, "llm")
         bad = [t for t in self.tasks if t not in ("mgsm", "xcsqa")]
         check(not bad, "tasks", f"unknown {bad}; choose from ['mgsm', 'xcsqa']")
         known = ("direct", "translate-en", "soft_only", "both")

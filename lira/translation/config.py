@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from lira.config import DataConfig, ModelsConfig, check, check_at_least
+from lira.config import DataConfig, ModelsConfig, check, check_at_least, check_model_ref
+from lira.prompts import PROMPTS
 
 MAX_PATH_CHARS = 4096
 """Longest path a config may name (Linux's PATH_MAX); each part at most 255 bytes (NAME_MAX)."""
@@ -59,15 +60,31 @@ def output_relative_problem(path: str) -> str | None:
     return None
 
 
+ENGINE_INTS = {
+    "max_num_seqs": 1,
+    "max_model_len": 1,
+    "max_num_batched_tokens": 1,
+    "pipeline_parallel_size": 1,
+    "seed": 0,
+}
+"""The integer ``vllm.LLM`` arguments of ``engine_kwargs`` checked here, with their least value."""
+
+
 def check_client(cfg: TranslatorConfig | CriticConfig, needs_model: bool) -> None:
     """The checks a translator and the critic share: batch and request limits, the endpoint
-    of ``kind=openai`` and the model (when ``needs_model``)."""
+    of ``kind=openai``, the model (when ``needs_model``) and the prompt version."""
     check_at_least(cfg, batch_size=1, max_retries=0, max_concurrency=1, tensor_parallel_size=1)
     check(cfg.timeout_s > 0, "timeout_s", "must be > 0")
     if cfg.kind == "openai":
         check(bool(cfg.base_url), "base_url", "kind=openai needs base_url (…/v1)")
     if needs_model:
         check(bool(cfg.model), "model", f"kind={cfg.kind} needs a model")
+    check_model_ref(cfg.model, "model")
+    check(
+        cfg.prompt_version in PROMPTS,
+        "prompt_version",
+        f"unknown prompt version {cfg.prompt_version!r}; choose from {sorted(PROMPTS)}",
+    )
 
 
 @dataclass
@@ -126,6 +143,13 @@ class TranslatorConfig:
             "vllm.LLM does not run data parallel in one process; run one `lira translate "
             "--shard I/N` per GPU group instead (README: Translating on several nodes)",
         )
+        for name, low in ENGINE_INTS.items():
+            value = self.engine_kwargs.get(name, low)
+            check(
+                isinstance(value, int) and not isinstance(value, bool) and value >= low,
+                f"engine_kwargs.{name}",
+                f"expected an integer >= {low}, got {value!r}",
+            )
         check_client(self, needs_model=self.kind in ("vllm", "openai", "transformers"))
 
 
@@ -170,6 +194,7 @@ class CriticConfig:
     def __post_init__(self) -> None:
         check(self.max_new_tokens >= 16, "max_new_tokens", "JSON scores need >= 16 tokens")
         check_client(self, needs_model=self.kind not in ("none", "embedding"))
+        check_model_ref(self.encoder, "encoder")
         check(
             -1.0 <= self.cos_low < self.cos_high <= 1.0,
             "cos_low",

@@ -23,6 +23,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from contextlib import closing
 from typing import ParamSpec, TypedDict, TypeVar
 
 from tqdm.auto import tqdm
@@ -338,37 +339,40 @@ def translate_one(
             leases = leased_chunks(
                 store, text_keys, GEN_STATE, before[lang], chunk, "gen", elsewhere, poll_s, True
             )
-            for idx in leases:
-                if not idx:  # about to wait for another process: finish ours first
-                    settle(1)
-                    continue
-                w = _Work(lang, [texts[j] for j in idx], [text_keys[j] for j in idx])
-                work.append(w)
-                if not loaded:  # only a process that got work loads the model
-                    loaded = True
-                    try:
-                        backend = build(tcfg, cache_dir)
-                    except Exception as e:
-                        load_error = f"translator failed to load: {type(e).__name__}: {e}"
-                        log.error("%s: %s", tcfg.name, load_error)
-                for j, text in enumerate(w.part):
-                    if not text.strip():
-                        w.rows.append(Row(text, lang, tcfg, status="failed", error=EMPTY_SOURCE))
+            with closing(leases):  # on an error, closed now: not after the store is closed
+                for idx in leases:
+                    if not idx:  # about to wait for another process: finish ours first
+                        settle(1)
                         continue
-                    fed, truncated = check_source(text, tc.source_max_chars)
-                    if truncated:
-                        log.warning(
-                            "%s: source of %d chars truncated to %d (source_max_chars)",
-                            tcfg.name,
-                            len(text),
-                            len(fed),
-                        )
-                    w.gen.append((j, fed))
-                fed_texts = [g[1] for g in w.gen]
-                for i in range(0, len(fed_texts), per_call):
-                    part = fed_texts[i : i + per_call]
-                    w.calls.append(_call(pool, _generate, backend, tcfg.name, part, lang))
-                settle(workers)
+                    w = _Work(lang, [texts[j] for j in idx], [text_keys[j] for j in idx])
+                    work.append(w)
+                    if not loaded:  # only a process that got work loads the model
+                        loaded = True
+                        try:
+                            backend = build(tcfg, cache_dir)
+                        except Exception as e:
+                            load_error = f"translator failed to load: {type(e).__name__}: {e}"
+                            log.error("%s: %s", tcfg.name, load_error)
+                    for j, text in enumerate(w.part):
+                        if not text.strip():
+                            w.rows.append(
+                                Row(text, lang, tcfg, status="failed", error=EMPTY_SOURCE)
+                            )
+                            continue
+                        fed, truncated = check_source(text, tc.source_max_chars)
+                        if truncated:
+                            log.warning(
+                                "%s: source of %d chars truncated to %d (source_max_chars)",
+                                tcfg.name,
+                                len(text),
+                                len(fed),
+                            )
+                        w.gen.append((j, fed))
+                    fed_texts = [g[1] for g in w.gen]
+                    for i in range(0, len(fed_texts), per_call):
+                        part = fed_texts[i : i + per_call]
+                        w.calls.append(_call(pool, _generate, backend, tcfg.name, part, lang))
+                    settle(workers)
         settle(1)
     finally:
         if pool is not None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from contextlib import closing
 from typing import TypedDict
 
 from tqdm.auto import tqdm
@@ -121,29 +122,31 @@ def score_candidates(
             bar.update(n)
 
         todo_keys = [it[0] for _, it in todo]
+        # closed here, not by the garbage collector once the store is closed
         leases = leased_chunks(
             store, todo_keys, CRITIC_STATE, before, chunk, "critic", elsewhere, poll_s
         )
-        for idx in leases:
-            part = [todo[j] for j in idx]
-            critic = critic or build_critic(tc.critic, cache_dir=cache_dir, encode=encode,
-                                            g_name=g_name)  # fmt: skip
-            updates = []
-            for lang in dict.fromkeys(lang for lang, _ in part):
-                items = [it for lg, it in part if lg == lang]
-                srcs = [check_source(it[1], tc.source_max_chars)[0] for it in items]
-                results = critic.score(srcs, [it[2] for it in items], lang)
-                for (key, _, _), r in zip(items, results):
-                    s = r.scores or (None, None, None)
-                    updates.append((key, {
-                        "semantic": s[0], "emotional": s[1], "pragmatic": s[2],
-                        "critic_id": cid, "critic_status": "ok" if r.ok else "failed",
-                        "critic_raw": r.raw if isinstance(r.raw, str) else repr(r.raw)[:2000],
-                        "critic_error": r.error, "critic_seconds": r.seconds,
-                    }))  # fmt: skip
-                    stats["scored" if r.ok else "failed"] += 1
-            store.write_scores(updates)
-            bar.update(len(part))
+        with closing(leases):
+            for idx in leases:
+                part = [todo[j] for j in idx]
+                critic = critic or build_critic(tc.critic, cache_dir=cache_dir, encode=encode,
+                                                g_name=g_name)  # fmt: skip
+                updates = []
+                for lang in dict.fromkeys(lang for lang, _ in part):
+                    items = [it for lg, it in part if lg == lang]
+                    srcs = [check_source(it[1], tc.source_max_chars)[0] for it in items]
+                    results = critic.score(srcs, [it[2] for it in items], lang)
+                    for (key, _, _), r in zip(items, results):
+                        s = r.scores or (None, None, None)
+                        updates.append((key, {
+                            "semantic": s[0], "emotional": s[1], "pragmatic": s[2],
+                            "critic_id": cid, "critic_status": "ok" if r.ok else "failed",
+                            "critic_raw": r.raw if isinstance(r.raw, str) else repr(r.raw)[:2000],
+                            "critic_error": r.error, "critic_seconds": r.seconds,
+                        }))  # fmt: skip
+                        stats["scored" if r.ok else "failed"] += 1
+                store.write_scores(updates)
+                bar.update(len(part))
     stats["seconds"] = round(time.perf_counter() - t0, 3)
     if stats["failed"]:
         log.warning(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import logging
+import math
 import os
 import random
 import time
@@ -27,9 +28,10 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from lira.encoding import length_batches
+from lira.errors import UserInputError
 from lira.prompts import translation_prompt
 from lira.translation.config import TranslatorConfig
 
@@ -208,6 +210,29 @@ _ENGINES: dict[tuple[str, int, str], LLM] = {}
 """The vLLM engines built in this process, by (model path, tensor parallel size, options)."""
 
 
+N = TypeVar("N", int, float)
+
+
+def env_number(var: str, default: N) -> N:
+    """Environment variable ``var`` as a number > 0 of ``default``'s type (``default`` when
+    unset); any other value raises UserInputError naming the variable."""
+    raw = os.environ.get(var)
+    if raw is None:
+        return default
+    try:
+        value = type(default)(raw)
+        ok = 0 < value < math.inf
+    except ValueError:
+        ok = False
+    if not ok:
+        kind = "an integer" if isinstance(default, int) else "a number"
+        raise UserInputError(
+            f"environment variable {var}={raw!r:.40} is not {kind} > 0; set it like "
+            f"{var}={default} or unset it"
+        )
+    return value
+
+
 def vllm_engine(
     model: str, tensor_parallel_size: int = 1, *, cache_dir: str = "", **options: object
 ) -> LLM:
@@ -232,10 +257,10 @@ def vllm_engine(
         env = os.environ.get
         kwargs: dict[str, object] = {
             "dtype": env("LIRA_VLLM_DTYPE", "auto"),
-            "max_model_len": int(env("LIRA_VLLM_MAX_MODEL_LEN", "2048")),
-            "max_num_seqs": int(env("LIRA_VLLM_MAX_NUM_SEQS", "64")),
+            "max_model_len": env_number("LIRA_VLLM_MAX_MODEL_LEN", 2048),
+            "max_num_seqs": env_number("LIRA_VLLM_MAX_NUM_SEQS", 64),
             "enforce_eager": env("LIRA_VLLM_ENFORCE_EAGER", "0") == "1",
-            "gpu_memory_utilization": float(env("LIRA_VLLM_GPU_MEMORY_UTILIZATION", "0.85")),
+            "gpu_memory_utilization": env_number("LIRA_VLLM_GPU_MEMORY_UTILIZATION", 0.85),
         }
         kwargs.update(options)
         _ENGINES[key] = LLM(model=path, tensor_parallel_size=tensor_parallel_size, **kwargs)
@@ -250,7 +275,7 @@ def vllm_max_num_seqs(cfg: TranslatorConfig) -> int:
         return 0
     if "max_num_seqs" in cfg.engine_kwargs:
         return int(cfg.engine_kwargs["max_num_seqs"])
-    return max(cfg.max_concurrency, int(os.environ.get("LIRA_VLLM_MAX_NUM_SEQS", "64")))
+    return max(cfg.max_concurrency, env_number("LIRA_VLLM_MAX_NUM_SEQS", 64))
 
 
 def in_flight(cfg: TranslatorConfig) -> int:
@@ -267,7 +292,7 @@ class VLLMTranslator:
         self.cfg = cfg
         options = dict(cfg.engine_kwargs)
         seqs = vllm_max_num_seqs(cfg)
-        if seqs != int(os.environ.get("LIRA_VLLM_MAX_NUM_SEQS", "64")):
+        if seqs != env_number("LIRA_VLLM_MAX_NUM_SEQS", 64):
             options["max_num_seqs"] = seqs  # else the default: the critic's engine is shared
         self.llm = vllm_engine(cfg.model, cfg.tensor_parallel_size, cache_dir=cache_dir, **options)
 

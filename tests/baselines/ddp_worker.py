@@ -2,13 +2,15 @@
 
 Every rank mines the negatives (counting the miner's encode calls), then for each baseline
 objective trains run A (uninterrupted, ``steps`` steps) and (CLEAR, LANCER) run B (stopped at the
-step-2 checkpoint, then resumed in a fresh trainer to ``steps``), recording the rows it trained on
+step-2 checkpoint, then resumed in a fresh trainer to ``steps``), CLEAR once more with
+activation checkpointing (run C), recording the rows it trained on
 and a checksum of its weights after every step; ``merging`` runs its own loop once. Each rank
 writes what it saw to OUT/rank<rank>.pt.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 import time
@@ -116,6 +118,19 @@ def main(config: str, out: str) -> None:
                 "resumed_from": len(rows_a) - len(rows_b), "resumed_sums": sums_b,
                 "resumed_final": {n: p.detach().cpu().clone() for n, p in b._trainable().items()},
             })  # fmt: skip
+    # CLEAR again with activation checkpointing (baselines.gradient_checkpointing): the
+    # recomputed layers must give the plain run's weights on both ranks
+    gc_cfg = dataclasses.replace(
+        cfg, baselines=dataclasses.replace(cfg.baselines, gradient_checkpointing=True)
+    )
+    extra = get_method("clear").prepare(gc_cfg, examples, corpus, dataset)
+    c, _, sums_c = run(gc_cfg, "clear", examples, corpus, extra, root / "C" / "clear", None, False)
+    layers = c.backbone.model.modules()
+    record["clear_checkpointed"] = {
+        "sums": sums_c,
+        "final": {n: p.detach().cpu().clone() for n, p in c._trainable().items()},
+        "recomputes": any(bool(getattr(m, "gradient_checkpointing", False)) for m in layers),
+    }
     merging = get_method("merging").train(cfg, examples, corpus, dataset, root / "merging")
     record["merging_steps"] = merging["steps"]
     record["world"] = world

@@ -2,7 +2,8 @@
 
 One launch covers CLEAR, LANCER, JSD and the merging part (GIST) through the shared trainer,
 and merging's own loop: each rank trains on its own slice of the global batch, the ranks hold
-identical weights after every step, a run stopped at its step-2 checkpoint and resumed ends
+identical weights after every step (with activation checkpointing too, ending on the plain
+run's weights), a run stopped at its step-2 checkpoint and resumed ends
 bit-identical to the uninterrupted run, and the negatives are mined once (rank 0) and shared.
 
 2 processes × B rows vs 1 process × 2B: the rows of a step are the same (the global batch is
@@ -94,6 +95,20 @@ def test_resume_is_bit_identical_to_the_uninterrupted_run(ranks, method):
         assert rec["resumed_sums"] == rec["sums"][2:]  # the steps after the checkpoint
         for k, v in rec["final"].items():
             assert torch.equal(v, rec["resumed_final"][k]), k
+
+
+def test_activation_checkpointing_keeps_the_ranks_and_the_weights_of_the_plain_run(ranks):
+    """baselines.gradient_checkpointing under two processes: layers are recomputed, the ranks
+    stay identical, and every weight ends where the plain CLEAR run's does (same gradients)."""
+    for rank in ranks:
+        rec, plain = rank["clear_checkpointed"], rank["clear"]
+        assert rec["recomputes"]
+        assert rec["final"].keys() == plain["final"].keys()
+        for k, v in rec["final"].items():
+            torch.testing.assert_close(v, plain["final"][k], rtol=0, atol=1e-5, msg=k)
+    assert ranks[0]["clear_checkpointed"]["sums"] == ranks[1]["clear_checkpointed"]["sums"]
+    for k, v in ranks[0]["clear_checkpointed"]["final"].items():
+        assert torch.equal(v, ranks[1]["clear_checkpointed"]["final"][k]), k
 
 
 def test_negatives_are_mined_once_and_shared(ranks):

@@ -20,6 +20,7 @@ from lira.baselines.lancer import (
     non_parallel_texts,
     stratified_language_batch,
 )
+from lira.config import ConfigError
 from lira.data.types import Record
 
 
@@ -141,7 +142,7 @@ def test_clear_negatives_come_from_the_rank_window(caplog):
     assert rank_window(30, 100, 1000, 5) == (30, 100)
     assert rank_window(30, 100, 60, 5) == (30, 60)
     assert rank_window(30, 100, 20, 5) == (16, 20)
-    with pytest.raises(ValueError, match="lower k"):
+    with pytest.raises(ConfigError, match=r"'baselines.clear.negatives': asked for 1 .*lower it"):
         sample_hard_negatives(anchor, pool, torch.tensor([0]), torch.zeros(8).long(), 1)
 
 
@@ -231,7 +232,7 @@ def test_non_parallel_texts_give_each_group_to_one_language():
     assert all(len(v) == 1 for v in owners.values()) and len(owners) == 6
     assert sorted(len(v) for v in pools.values()) == [4, 4, 4]  # 2 groups x 2 sentences each
     assert pools == non_parallel_texts(recs, group, seed=3)
-    with pytest.raises(ValueError, match="got no text"):
+    with pytest.raises(ConfigError, match=r"'data.max_train_queries': LANCER.* got none\)"):
         non_parallel_texts({k: v[:2] for k, v in recs.items()}, group)
 
 

@@ -16,7 +16,7 @@ from lira.baselines.contrastive import ContrastiveTrainer
 from lira.baselines.data import build_examples, training_splits
 from lira.baselines.engine import run_baselines
 from lira.baselines.export import load_baseline
-from lira.config import DataConfig, from_dict, save_config
+from lira.config import ConfigError, DataConfig, from_dict, save_config
 from pipeline.cli import main
 from pipeline.runconfig import RunConfig
 
@@ -137,7 +137,7 @@ def test_checkpoint_loads_in_fresh_process(models_config, tmp_path, lora):
 
 def test_bad_method_and_missing_checkpoint(models_config, tmp_path):
     cfg = _cfg(models_config, tmp_path)
-    with pytest.raises(ValueError, match="unknown baseline methods"):
+    with pytest.raises(ConfigError, match=r"'baselines.methods': unknown method\(s\) \['nope'\]"):
         run_baselines(cfg, methods=["nope"], resume=False)
     with pytest.raises(FileNotFoundError, match=r"lira_baseline\.json"):
         load_baseline(tmp_path)

@@ -97,6 +97,38 @@ def test_overrides_after_options_are_overrides_and_stray_words_an_error(tmp_path
     assert "unrecognized arguments: --bogus" in capsys.readouterr().err
 
 
+def test_overrides_after_a_list_option_are_overrides(tmp_path, capsys, monkeypatch):
+    """`--methods clear baselines.steps=5`: the override is not taken for a method name (it was,
+    and the engine raised a traceback); an unknown name is a one-line usage error."""
+    from pipeline import cli
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("arca:\n  steps: 3\n")
+    seen = []
+    monkeypatch.setattr(cli, "_dispatch", seen.append)
+    argv = ["baseline", str(cfg), "--methods", "clear", "jsd", "baselines.steps=5", "seed=3"]
+    assert main(argv) == 0
+    assert seen[0].methods == ["clear", "jsd"]
+    assert seen[0].overrides == ["baselines.steps=5", "seed=3"]
+    assert main(["ablate", str(cfg), "--rows", "no-queue", "arca.steps=2"]) == 0
+    assert (seen[1].rows, seen[1].overrides) == (["no-queue"], ["arca.steps=2"])
+    for bad, says in ((["--rows", "no-such-row"], "unknown no-such-row; choose from"),
+                      (["--rows", "arca.steps=2"], "needs at least one name")):  # fmt: skip
+        with pytest.raises(SystemExit) as exc:
+            main(["ablate", str(cfg), *bad])
+        assert exc.value.code == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err
+
+
+def test_an_unknown_baseline_method_is_a_config_error(tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"output_dir: {tmp_path / 'out'}\n")
+    assert main(["baseline", str(cfg), "--methods", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "'baselines.methods': unknown method(s) ['nope']" in err and "Traceback" not in err
+
+
 # ------------------------------------------------------------------------------ user errors
 def _xquad_folder(tmp_path, payload: bytes):
     folder = tmp_path / "xq"

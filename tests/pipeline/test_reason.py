@@ -7,7 +7,7 @@ import json
 import pytest
 
 from arca.config import ArcaConfig
-from lira.config import DataConfig, ModelsConfig
+from lira.config import ConfigError, DataConfig, ModelsConfig
 from lira.reasoning.config import ReasonConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from pipeline.reason import load_items, question_text, selected_translations
@@ -111,7 +111,7 @@ def test_reason_refuses_an_arca_trained_for_another_llm(trained, demo_cache):
 
     cfg = _config(trained[0], demo_cache)
     cfg.reason.llm = "demo:smollm2"  # d = 576, the Arca Adaptor maps into the tiny LM's d
-    with pytest.raises(ValueError, match=r"train Arca with models\.backbone=demo:smollm2"):
+    with pytest.raises(ConfigError, match=r"train Arca with models\.backbone=demo:smollm2"):
         run_reason(cfg)
 
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from lira.data.errors import DataError
 from lira.reasoning.data import demo_reasoning_path, load_mgsm, load_xcsqa
 
 
@@ -28,10 +29,10 @@ def test_demo_files_are_parallel_across_languages():
 def test_mgsm_errors_name_file_line_field(tmp_path):
     f = tmp_path / "mgsm_xx.tsv"
     f.write_text("ok question\t3\nbad question\tmany\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"mgsm_xx.tsv: line 2: field 'answer'.*many"):
+    with pytest.raises(DataError, match=r"mgsm_xx.tsv: record line 2: field 'answer'.*many"):
         load_mgsm(f, "xx")
     f.write_text("\t3\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"line 1: field 'question'"):
+    with pytest.raises(DataError, match=r"line 1: field 'question'"):
         load_mgsm(f, "xx")
 
 
@@ -46,8 +47,8 @@ def test_xcsqa_errors_name_file_line_field(tmp_path):
     }
     bad = dict(good, answerKey="Z")
     f.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"line 2: field 'answerKey'"):
+    with pytest.raises(DataError, match=r"line 2: field 'answerKey'"):
         load_xcsqa(f, "xx")
     f.write_text("{not json\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"line 1: field '<json>'"):
+    with pytest.raises(DataError, match=r"line 1: field '<json>'"):
         load_xcsqa(f, "xx")
