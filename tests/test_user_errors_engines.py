@@ -52,18 +52,23 @@ def test_critic_failure_closes_its_leases_before_the_store(tmp_path, capsys, mon
     assert not unraisable, [getattr(u, "exc_value", u) for u in unraisable]
 
 
-# ----------------------------------------------------------------------------- 2. lasr.task
+# ------------------------------------------------------------------- 2-3. lasr.task, baselines
 @pytest.mark.parametrize(
-    ("args", "pattern"),
+    ("command", "args", "pattern"),
     [
-        (["lasr.task=rank"], r"'lasr.task': rank needs STS pairs: set data.sts_path"),
-        (["lasr.task=retrieval", "data.format=sts", "data.path=p.tsv"],
+        ("lasr", ["lasr.task=rank"], r"'lasr.task': rank needs STS pairs: set data.sts_path"),
+        ("lasr", ["lasr.task=retrieval", "data.format=sts", "data.path=p.tsv"],
          r"'lasr.task': retrieval needs retrieval data .*lasr.task: rank"),
+        ("baseline", ["data.train_languages=[en]"], r"'data.train_languages': \['en'\] has no "
+                                                    r"language besides English.*add one"),
+        ("baseline", ["data.format=beir", "data.path=."], r"'data.format': beir gives no "
+                                                          r"parallel training questions.*"
+                                                          r"data.format: xquad_r"),
     ],
-    ids=["rank-without-sts", "retrieval-on-sts"],
+    ids=["rank-without-sts", "retrieval-on-sts", "baselines-english-only", "baselines-beir"],
 )  # fmt: skip
-def test_lasr_task_without_its_data_is_a_config_error(tmp_path, capsys, args, pattern):
-    assert main(["lasr", str(_config(tmp_path)), *args]) == 2
+def test_a_stage_refuses_data_it_cannot_use(tmp_path, capsys, command, args, pattern):
+    assert main([command, str(_config(tmp_path)), *args]) == 2
     _one_line_error(capsys, r"^lira: config key " + pattern)
 
 
@@ -75,22 +80,6 @@ def test_training_task_names_the_key_and_the_data():
         training_task(LaSRConfig(task="rank"), None, None)
     with pytest.raises(ConfigError, match=r"'lasr.task': retrieval needs retrieval data"):
         training_task(LaSRConfig(task="retrieval"), None, None)
-
-
-# ------------------------------------------------------------------------------ 3. baselines
-@pytest.mark.parametrize(
-    ("args", "pattern"),
-    [
-        (["data.train_languages=[en]"], r"'data.train_languages': \['en'\] has no language "
-                                        r"besides English.*add one"),
-        (["data.format=beir", "data.path=."], r"'data.format': beir gives no parallel training "
-                                              r"questions.*data.format: xquad_r"),
-    ],
-    ids=["english-only", "beir"],
-)  # fmt: skip
-def test_baselines_refuse_data_they_cannot_use(tmp_path, capsys, args, pattern):
-    assert main(["baseline", str(_config(tmp_path)), *args]) == 2
-    _one_line_error(capsys, r"^lira: config key " + pattern)
 
 
 def test_too_few_joined_examples_is_a_config_error():

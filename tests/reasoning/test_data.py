@@ -26,13 +26,21 @@ def test_demo_files_are_parallel_across_languages():
     assert [label for label, _ in item.choices] == list("ABCDE")
 
 
-def test_mgsm_errors_name_file_line_field(tmp_path):
+@pytest.mark.parametrize(
+    ("content", "pattern"),
+    [
+        (b"ok question\t3\nbad question\tmany\n", r"mgsm_xx.tsv: record line 2: field 'answer'.*many"),
+        (b"\t3\n", r"line 1: field 'question'"),
+        (b"q\t3\nonly a question\n", r"mgsm_xx\.tsv: record line 2: field 'answer'.*TAB"),
+        (b"q\tinf\n", r"line 1: field 'answer': not a finite number"),
+        (b"q\t3\nq\xff\t4\n", r"mgsm_xx\.tsv: record line 2: field '<bytes>'.*UTF-8"),
+    ],
+    ids=["answer-not-a-number", "empty-question", "no-tab", "infinite-answer", "bad-utf8"],
+)  # fmt: skip
+def test_mgsm_errors_name_file_line_field(tmp_path, content, pattern):
     f = tmp_path / "mgsm_xx.tsv"
-    f.write_text("ok question\t3\nbad question\tmany\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"mgsm_xx.tsv: record line 2: field 'answer'.*many"):
-        load_mgsm(f, "xx")
-    f.write_text("\t3\n", encoding="utf-8")
-    with pytest.raises(DataError, match=r"line 1: field 'question'"):
+    f.write_bytes(content)
+    with pytest.raises(DataError, match=pattern):
         load_mgsm(f, "xx")
 
 
