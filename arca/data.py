@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -133,17 +132,6 @@ class StoreCandidates:
         if self.online:
             fill_store(self.cfg, {lang: list(texts)}, self.store)
         return self.store.candidates(texts, lang, self.translators)
-
-
-def store_translators(store: TranslationStore) -> list[str]:
-    """The names of the translators with at least one ok candidate in ``store`` (sorted)."""
-    try:
-        rows = store.conn.execute(
-            "SELECT DISTINCT translator FROM translations WHERE status = 'ok' ORDER BY translator"
-        ).fetchall()
-    except sqlite3.Error:  # only for an error message: an unreadable store lists none
-        return []
-    return [str(r[0]) for r in rows]
 
 
 def build_items(records: Sequence[Record], fetch: CandidateFn, online: bool) -> list[ArcaItem]:

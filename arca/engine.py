@@ -23,7 +23,6 @@ from arca.data import (
     gold_eval_items,
     held_out_sources,
     rounded,
-    store_translators,
 )
 from arca.g_cache import critic_g
 from arca.metrics import evaluate_actor
@@ -36,7 +35,7 @@ from lira.errors import UserInputError
 from lira.jsonio import write_json
 from lira.models import load_backbone, load_encoder
 from lira.training import config_fingerprint
-from lira.translation.config import TranslationConfig, TranslatorConfig
+from lira.translation.config import TranslatorConfig
 from lira.translation.critic import build_critic
 from lira.translation.engine import store_path
 from lira.translation.store import TranslationStore
@@ -92,28 +91,11 @@ def distill_texts(cfg: ArcaRun, splits: Splits) -> list[str]:
     return list(dict.fromkeys(d.text for d in splits.train.corpus if d.lang == "en" and d.text))
 
 
-def active_translators(tc: TranslationConfig) -> list[TranslatorConfig]:
-    """The pool's active translators; a ConfigError naming the ``translation.*`` keys when
-    there is none (Arca needs at least one candidate source)."""
-    active = tc.active_translators()
-    if not active:
-        raise ConfigError(
-            "translation",
-            f"no active translator (translation.pass_at_k={tc.pass_at_k} of "
-            f"{len(tc.llm_translators)} translation.llm_translators, translation.num_candidates="
-            f"{tc.num_candidates} with {len(tc.mt_translators)} translation.mt_translators); "
-            "Arca needs at least one: add an MT model to translation.mt_translators (with "
-            "num_candidates > pass_at_k) or an LLM to translation.llm_translators (with "
-            "pass_at_k >= 1)",
-        )
-    return active
-
-
 def empty_store_message(
     store: TranslationStore, translators: Sequence[TranslatorConfig], n_sources: int
 ) -> str:
     """Why no training source has a candidate in ``store`` and how to fix it (one line)."""
-    held = store_translators(store)
+    held = store.translators()
     names = [t.name for t in translators]
     what = (
         "holds no candidate"
@@ -142,7 +124,7 @@ def run_arca(cfg: ArcaRun, *, resume: bool = False) -> dict[str, object]:
             f"translation store {path} not found; run `lira translate` first or set "
             "arca.online_translation=true"
         )
-    active = active_translators(cfg.translation)  # before the store file is made
+    active = cfg.translation.required_translators()  # before the store file is made
     store = TranslationStore(path, commit_every=cfg.translation.commit_every)
     train_fetch = StoreCandidates(cfg, store, active, ac.online_translation)
     eval_fetch = StoreCandidates(
@@ -157,7 +139,9 @@ def run_arca(cfg: ArcaRun, *, resume: bool = False) -> dict[str, object]:
         raise UserInputError(message)
     distill = distill_texts(cfg, splits) if ac.objective == "distill" else []
     ridge = ac.objective == "distill" and ac.distill_solver == "ridge"
-    english = [c.text for it in train_items for c in it.candidates or []] + distill
+    english = (
+        ([c.text for it in train_items for c in it.candidates or []] + distill) if ridge else []
+    )
     if ridge and not any(t.strip() for t in english):
         store.close()
         raise ConfigError(

@@ -47,8 +47,7 @@ from lira.config import ConfigError
 from lira.data.splits import Splits, load_splits
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
-from lira.errors import CheckpointError
-from lira.jsonio import read_json
+from lira.jsonio import read_json_object
 
 log = logging.getLogger(__name__)
 
@@ -131,9 +130,7 @@ def arca_diagnostics(output_dir: Path, out: Path) -> dict[str, object]:
     if path is None:
         return {}
     fix = "restore it, or run `lira arca` again (it writes the file)"
-    metrics = read_json(path, "Arca summary", fix)
-    if not isinstance(metrics, dict):
-        raise CheckpointError(f"Arca summary {path} is not a JSON object; {fix}")
+    metrics = read_json_object(path, "Arca summary", fix)
     shares = {
         name: s
         for name, s in (

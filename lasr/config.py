@@ -59,6 +59,15 @@ ARCHITECTURE_KEYS = tuple(f.name for f in fields(LaSRArchitecture))
 """The ``lasr.*`` keys a model folder saves as its architecture."""
 
 
+TASK_DATA = {
+    "retrieval": "needs retrieval data (queries, a corpus and qrels: data.format xquad_r, "
+    "lazretrieval, beir or hf); set lasr.task: rank (or auto) to train on an STS file",
+    "rank": "needs STS pairs: set data.sts_path to a pairs file (sentence1, sentence2, score), "
+    "or lasr.task: retrieval (or auto)",
+}
+"""What data each ``lasr.task`` needs, and the fix (the message of its ConfigError)."""
+
+
 @dataclass
 class LaSRConfig(TrainingArguments, LaSRArchitecture):
     """LaSR fine-tuning (paper §4.2, App. D.4, Eq. 31-44)."""

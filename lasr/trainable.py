@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from arca.model import ArcaModel
 from lasr.banks import relevance_matrix, retrieval_banks
-from lasr.config import LaSRConfig
+from lasr.config import TASK_DATA, LaSRConfig
 from lasr.fixed_fusion import FusionFit, block_cosines, fit_fusion, fitted_table
 from lasr.fusion import LaSRNet
 from lasr.model import LiRAModel
@@ -147,15 +147,6 @@ class TrainedModules(nn.Module):
         if texts is not None and self.pooled_sources is not None:
             g_bins = self.pooled_sources(texts, kind)
         return self.net(e_en, g_bins, feats, e_raw)
-
-
-TASK_DATA = {
-    "retrieval": "needs retrieval data (queries, a corpus and qrels: data.format xquad_r, "
-    "lazretrieval, beir or hf); set lasr.task: rank (or auto) to train on an STS file",
-    "rank": "needs STS pairs: set data.sts_path to a pairs file (sentence1, sentence2, score), "
-    "or lasr.task: retrieval (or auto)",
-}
-"""What data each ``lasr.task`` needs, and the fix (the message of its ConfigError)."""
 
 
 def training_task(cfg: LaSRConfig, retrieval: RetrievalData | None, pairs: PairData | None) -> str:

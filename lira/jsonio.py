@@ -70,3 +70,12 @@ def read_json(path: str | Path, what: str = "file", fix: str = "") -> Any:
         raise CheckpointError(f"{what} {path} is not UTF-8 (byte {e.start}); {fix}") from None
     except (ValueError, RecursionError) as e:
         raise CheckpointError(f"{what} {path} is not valid JSON ({e}); {fix}") from None
+
+
+def read_json_object(path: str | Path, what: str = "file", fix: str = "") -> dict[str, Any]:
+    """:func:`read_json` of a file that must hold a JSON object; anything else raises naming it."""
+    data = read_json(path, what, fix)
+    if not isinstance(data, dict):
+        fix = fix or "restore it, or delete the folder that holds it and run the stage again"
+        raise CheckpointError(f"{what} {path} is not a JSON object; {fix}")
+    return data

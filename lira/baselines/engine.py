@@ -20,8 +20,7 @@ from lira.baselines.data import build_examples, training_splits
 from lira.baselines.export import META_FILE, baseline_fingerprint
 from lira.baselines.registry import get_method, method_names
 from lira.config import ConfigError
-from lira.errors import CheckpointError
-from lira.jsonio import read_json, write_json
+from lira.jsonio import read_json_object, write_json
 from lira.training import check_fingerprint
 
 log = logging.getLogger(__name__)
@@ -58,9 +57,7 @@ def run_baselines(
     summary: dict[str, object] = {}
     if summary_path.is_file():
         fix = "delete it and run `lira baseline` again (every method is then trained again)"
-        summary = read_json(summary_path, "baselines summary", fix)
-        if not isinstance(summary, dict):
-            raise CheckpointError(f"baselines summary {summary_path} is not a JSON object; {fix}")
+        summary = read_json_object(summary_path, "baselines summary", fix)
     todo = methods
     if resume:
         todo = [m for m in methods if not ((root / m / META_FILE).is_file() and m in summary)]

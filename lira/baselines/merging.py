@@ -32,8 +32,7 @@ from typing import Literal
 
 import torch
 from accelerate.utils import set_seed
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import save_file
 from torch import Tensor
 
 from lira.baselines.composition import (
@@ -46,11 +45,12 @@ from lira.baselines.config import BaselinesRun, RecipeConfig, check_negatives, p
 from lira.baselines.contrastive import ContrastiveTrainer, fixed_batches, train_stats
 from lira.baselines.export import baseline_fingerprint, save_baseline
 from lira.baselines.method import BaselineMethod, Batch, Example, HookTrainer, english_rows
+from lira.checkpoint.state import load_safetensors
 from lira.config import check
 from lira.data.types import ParallelData, Record
 from lira.data.xquad_r import XQuADR
 from lira.errors import CheckpointError, UserInputError
-from lira.jsonio import read_json
+from lira.jsonio import read_json_object
 from lira.models import load_backbone
 from lira.training import atomic_dir
 
@@ -125,13 +125,7 @@ def load_checkpoint_state(path: str | Path) -> dict[str, Tensor]:
         raise FileNotFoundError(f"no *.safetensors in {path}: is it a saved HF checkpoint folder?")
     state: dict[str, Tensor] = {}
     for f in files:
-        try:
-            state.update(load_file(str(f)))
-        except (SafetensorError, OSError, ValueError) as e:
-            raise CheckpointError(
-                f"{f} is not a readable safetensors file ({e}); save the checkpoint again, or "
-                "leave it out of the merge"
-            ) from None
+        state.update(load_safetensors(f))  # a damaged file names itself
     return state
 
 
@@ -140,8 +134,8 @@ def _architecture(path: Path) -> tuple[str, list[str]]:
     if not cfg_file.is_file():
         raise FileNotFoundError(f"{path} has no config.json: not a HF checkpoint folder")
     fix = "save the checkpoint again (save_pretrained), or leave it out of the merge"
-    cfg = read_json(cfg_file, "checkpoint config", fix)
-    if not isinstance(cfg, dict) or not isinstance(cfg.get("architectures") or [], list):
+    cfg = read_json_object(cfg_file, "checkpoint config", fix)
+    if not isinstance(cfg.get("architectures") or [], list):
         raise CheckpointError(f"checkpoint config {cfg_file} is not a HF model config; {fix}")
     return str(cfg.get("model_type", "")), list(cfg.get("architectures") or [])
 

@@ -260,6 +260,22 @@ class TranslationConfig:
         mt = self.mt_translators[: max(self.num_candidates - self.pass_at_k, 0)]
         return self.llm_translators[: self.pass_at_k] + mt
 
+    def required_translators(self, test_time: bool = False) -> list[TranslatorConfig]:
+        """:meth:`active_translators` (``test_time``: those that are not ``train_only``); a
+        ConfigError naming the ``translation.*`` keys when none is left."""
+        active = [t for t in self.active_translators() if not (test_time and t.train_only)]
+        what = "active translator that is not train_only" if test_time else "active translator"
+        check(
+            bool(active),
+            "translation",
+            f"no {what} (translation.pass_at_k={self.pass_at_k} of "
+            f"{len(self.llm_translators)} translation.llm_translators, translation.num_candidates="
+            f"{self.num_candidates} with {len(self.mt_translators)} translation.mt_translators); "
+            "add an MT model to translation.mt_translators (with num_candidates > pass_at_k) or "
+            "an LLM to translation.llm_translators (with pass_at_k >= 1)",
+        )
+        return active
+
 
 class ModelsRun(Protocol):
     """A run config's models (every stage's run config is one)."""

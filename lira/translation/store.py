@@ -396,6 +396,12 @@ class TranslationStore:
             q, args = q + " AND status = ?", [*args, status]
         return int(self.conn.execute(q, args).fetchone()[0])
 
+    @_guard
+    def translators(self, status: str = "ok") -> list[str]:
+        """The names of the translators with at least one row of ``status`` (sorted)."""
+        q = "SELECT DISTINCT translator FROM translations WHERE status = ? ORDER BY translator"
+        return [str(r[0]) for r in self.conn.execute(q, (status,)).fetchall()]
+
     # ------------------------------------------------------------------ merges
     @_guard
     def merge_from(self, other: TranslationStore) -> dict[str, int]:

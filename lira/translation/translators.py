@@ -233,6 +233,11 @@ def env_number(var: str, default: N) -> N:
     return value
 
 
+def default_max_num_seqs() -> int:
+    """vLLM's sequences in flight when a config sets none (``LIRA_VLLM_MAX_NUM_SEQS``, 64)."""
+    return env_number("LIRA_VLLM_MAX_NUM_SEQS", 64)
+
+
 def vllm_engine(
     model: str, tensor_parallel_size: int = 1, *, cache_dir: str = "", **options: object
 ) -> LLM:
@@ -258,7 +263,7 @@ def vllm_engine(
         kwargs: dict[str, object] = {
             "dtype": env("LIRA_VLLM_DTYPE", "auto"),
             "max_model_len": env_number("LIRA_VLLM_MAX_MODEL_LEN", 2048),
-            "max_num_seqs": env_number("LIRA_VLLM_MAX_NUM_SEQS", 64),
+            "max_num_seqs": default_max_num_seqs(),
             "enforce_eager": env("LIRA_VLLM_ENFORCE_EAGER", "0") == "1",
             "gpu_memory_utilization": env_number("LIRA_VLLM_GPU_MEMORY_UTILIZATION", 0.85),
         }
@@ -275,7 +280,7 @@ def vllm_max_num_seqs(cfg: TranslatorConfig) -> int:
         return 0
     if "max_num_seqs" in cfg.engine_kwargs:
         return int(cfg.engine_kwargs["max_num_seqs"])
-    return max(cfg.max_concurrency, env_number("LIRA_VLLM_MAX_NUM_SEQS", 64))
+    return max(cfg.max_concurrency, default_max_num_seqs())
 
 
 def in_flight(cfg: TranslatorConfig) -> int:
@@ -292,7 +297,7 @@ class VLLMTranslator:
         self.cfg = cfg
         options = dict(cfg.engine_kwargs)
         seqs = vllm_max_num_seqs(cfg)
-        if seqs != env_number("LIRA_VLLM_MAX_NUM_SEQS", 64):
+        if seqs != default_max_num_seqs():
             options["max_num_seqs"] = seqs  # else the default: the critic's engine is shared
         self.llm = vllm_engine(cfg.model, cfg.tensor_parallel_size, cache_dir=cache_dir, **options)
 
