@@ -120,8 +120,12 @@ class _Encoder:
 @pytest.mark.parametrize(
     ("qids", "languages", "why"),
     [
-        (["q1", "q2"], ["de", "es", "ru"], r"5/3 train/test rows .* fewer than the 4 languages"),
-        (["q1"], ["de"], r"at least 2 rows per language"),
+        (
+            ["q1", "q2"],
+            ["de", "es", "ru"],
+            r"8 rows cannot be split .*test_size = 3 should be greater or equal to the number of classes = 4",
+        ),
+        (["q1"], ["de"], r"2 rows cannot be split .*too few"),
         ([f"q{i}" for i in range(10)], ["en"], r"at least two languages"),
     ],
     ids=["test-split-smaller-than-languages", "one-row-per-language", "english-only"],
