@@ -96,6 +96,13 @@ def run_reason(cfg: RunConfig) -> dict[str, Any]:
     rc = cfg.reason
     if any(lang != "en" for lang in rc.languages):  # before loading the LLM: a config error
         cfg.translation.required_translators(test_time=True)
+    needs_arca = any(m in ("soft_only", "both", "translate-en") for m in rc.modes)
+    ckpt = Path(rc.arca_checkpoint or Path(cfg.output_dir) / "arca" / "final")
+    if needs_arca and not ckpt.is_dir():  # before loading the LLM
+        raise FileNotFoundError(
+            f"no Arca checkpoint at {ckpt}: train one with `lira arca` using "
+            f"models.backbone={rc.llm} (reason.arca_checkpoint names another folder)"
+        )
     out = Path(cfg.output_dir) / "reason"
     out.mkdir(parents=True, exist_ok=True)
     lm, tok = load_causal_lm(rc.llm, cfg.models.cache_dir, dtype=cfg.models.dtype)
@@ -104,15 +111,8 @@ def run_reason(cfg: RunConfig) -> dict[str, Any]:
         lm.to(device)
     lm.eval()
     d_llm = lm.get_input_embeddings().embedding_dim
-    needs_arca = any(m in ("soft_only", "both", "translate-en") for m in rc.modes)
     arca = None
     if needs_arca:
-        ckpt = Path(rc.arca_checkpoint or Path(cfg.output_dir) / "arca" / "final")
-        if not ckpt.is_dir():
-            raise FileNotFoundError(
-                f"no Arca checkpoint at {ckpt}: train one with `lira arca` using "
-                f"models.backbone={rc.llm} (reason.arca_checkpoint names another folder)"
-            )
         arca = load_arca(ckpt).to(device)  # g, Adaptor, Actor and its backbone h
         if arca.dim != d_llm:
             raise ConfigError(

@@ -115,12 +115,19 @@ def test_reason_refuses_an_arca_trained_for_another_llm(trained, demo_cache):
         run_reason(cfg)
 
 
-def test_reason_without_arca_checkpoint_is_a_clear_error(tmp_path, demo_cache):
+def test_reason_without_arca_checkpoint_is_a_clear_error(tmp_path, demo_cache, monkeypatch):
+    """The missing checkpoint is named before the LLM loads (and before any output is made)."""
+    import pipeline.reason
     from pipeline.reason import run_reason
 
+    def no_llm(*a: object, **kw: object) -> None:
+        raise AssertionError("the LLM was loaded before the checkpoint was checked")
+
+    monkeypatch.setattr(pipeline.reason, "load_causal_lm", no_llm)
     cfg = _config(tmp_path, demo_cache)
     with pytest.raises(FileNotFoundError, match=r"train one with `lira arca`"):
         run_reason(cfg)
+    assert not (tmp_path / "reason").exists()
 
 
 def test_missing_language_file_is_a_clear_error():
