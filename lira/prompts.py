@@ -126,9 +126,16 @@ def language_name(code: str) -> str:
     return LANGUAGE_NAMES[base]
 
 
+def unknown_prompt_version(version: str) -> str | None:
+    """Why ``version`` names no prompt set in :data:`PROMPTS` (one line), else None."""
+    if version in PROMPTS:
+        return None
+    return f"unknown prompt version {version!r}; choose from {sorted(PROMPTS)}"
+
+
 def _template(version: str, kind: str) -> str:
-    if version not in PROMPTS:
-        raise UserInputError(f"unknown prompt version {version!r}; choose from {sorted(PROMPTS)}")
+    if problem := unknown_prompt_version(version):
+        raise UserInputError(problem)
     return PROMPTS[version][kind]
 
 

@@ -73,11 +73,9 @@ def training_splits(cfg: BaselinesRun) -> tuple[ParallelData, RetrievalData, XQu
             "on training-language queries with their English originals: add one (e.g. [en, de])",
         )
     splits = load_splits(cfg.data)
-    parallel = getattr(splits, "train_parallel", None)
-    retrieval = getattr(splits, "train_retrieval", None) or getattr(splits, "train", None)
-    if parallel is None or retrieval is None:
+    if splits.train_parallel is None or splits.train is None:
         raise ConfigError("data.format", f"{cfg.data.format} {NO_PARALLEL}")
-    return parallel, retrieval, getattr(splits, "dataset", None)
+    return splits.train_parallel, splits.train, splits.dataset
 
 
 def build_examples(

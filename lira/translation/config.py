@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from lira.config import DataConfig, ModelsConfig, check, check_at_least, check_model_ref
-from lira.prompts import PROMPTS
+from lira.prompts import unknown_prompt_version
 
 MAX_PATH_CHARS = 4096
 """Longest path a config may name (Linux's PATH_MAX); each part at most 255 bytes (NAME_MAX)."""
@@ -80,11 +80,8 @@ def check_client(cfg: TranslatorConfig | CriticConfig, needs_model: bool) -> Non
     if needs_model:
         check(bool(cfg.model), "model", f"kind={cfg.kind} needs a model")
     check_model_ref(cfg.model, "model")
-    check(
-        cfg.prompt_version in PROMPTS,
-        "prompt_version",
-        f"unknown prompt version {cfg.prompt_version!r}; choose from {sorted(PROMPTS)}",
-    )
+    problem = unknown_prompt_version(cfg.prompt_version)
+    check(problem is None, "prompt_version", f"{problem}")
 
 
 @dataclass
