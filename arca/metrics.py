@@ -174,7 +174,9 @@ def evaluate_actor(
     """The Actor's selection metrics on held-out sources (``eval.actor`` of Arca's summary):
     ``argmax_best_critic``, ``argmax_reference`` (over sources whose pool holds a candidate of a
     translator in ``reference``; None when none does), ``entropy`` (mean nats), ``k`` (mean
-    candidates per source), ``n`` sources and ``n_reference``."""
+    candidates per source), ``n`` sources and ``n_reference``, and ``shares`` /
+    ``shares_by_lang``: each translator's share of the arg-max picks among the inference pool
+    (the reference candidates left out), pooled and per language."""
     was = model.training
     model.eval()
     items, _ = clean_items(items)
@@ -182,6 +184,7 @@ def evaluate_actor(
     weights = torch.tensor([ac.alpha, ac.beta, ac.gamma])
     refs = set(reference)
     rows: dict[str, list[Tensor]] = {"best_critic": [], "reference": [], "entropy": [], "k": []}
+    picks: dict[str, Counter[str]] = {}  # lang -> translator -> inference picks
     for i in range(0, len(items), batch_size):
         chunk = [it for it in items[i : i + batch_size] if it.candidates]
         if not chunk:
@@ -197,6 +200,10 @@ def evaluate_actor(
                 is_ref[b, k] = c.translator in refs
         critic = 0.1 * (scores * weights).sum(-1)  # [B, K]
         m = selection_metrics(out["logits"].cpu(), mask, critic, is_ref)
+        pool = out["logits"].cpu().masked_fill(~mask.bool() | is_ref.bool(), float("-inf"))
+        for b, (it, k) in enumerate(zip(chunk, pool.argmax(-1).tolist())):
+            if (~is_ref[b].bool() & mask[b].bool()).any():  # the pick at inference
+                picks.setdefault(it.lang, Counter())[cands[b][k].translator] += 1
         for k, v in m.items():
             rows[k].append(v)
     model.train(was)
@@ -211,4 +218,12 @@ def evaluate_actor(
         "k": float(cat["k"].mean()),
         "n": len(cat["k"]),
         "n_reference": len(ref),
+        "shares": _shares(sum(picks.values(), Counter())),
+        "shares_by_lang": {lang: _shares(c) for lang, c in sorted(picks.items())},
     }
+
+
+def _shares(picks: Counter[str]) -> dict[str, float]:
+    """{translator: its share of the picks} (sorted by name)."""
+    total = sum(picks.values())
+    return {name: n / total for name, n in sorted(picks.items())} if total else {}

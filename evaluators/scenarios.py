@@ -35,7 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lira.data.types import Record
-from lira.data.xquad_r import XQuADR, query_id
+from lira.data.xquad_r import XQuADR
 
 SCENARIOS = ("en-en", "lang-en", "en-lang", "multi", "multi-1", "mono-same", "mono-cross")
 
@@ -122,15 +122,8 @@ class Scenario:
 
 def _pair(ds: XQuADR, name: str, lang: str, q_lang: str, d_langs: list[str], qids: list[str],
           drop_own_gold: bool = False) -> Scenario:  # fmt: skip
-    queries = [ds.question(q_lang, q) for q in qids]
-    docs = [r for d in d_langs for r in ds.sentences(d)]
-    qrels = {query_id(q, q_lang): {ds.gold_sentence(d, q).id: 1 for d in d_langs} for q in qids}
-    if drop_own_gold:  # Multi-1: the query-language gold leaves the pool
-        removed = {ds.gold_sentence(q_lang, q).id for q in qids}
-        docs = [r for r in docs if r.id not in removed]
-        for q in qids:
-            qrels[query_id(q, q_lang)].pop(ds.gold_sentence(q_lang, q).id, None)
-    return Scenario(name, lang, queries, docs, qrels)
+    data = ds.retrieval(q_lang, d_langs, qids, drop_own_gold)
+    return Scenario(name, lang, data.queries, data.corpus, data.qrels)
 
 
 def build_scenarios(

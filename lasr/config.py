@@ -137,6 +137,12 @@ class LaSRConfig(TrainingArguments, LaSRArchitecture):
     (English queries: backbone only; also used when there is no validation split)."""
     fusion_grid: list[float] = field(default_factory=lambda: [0.0, 0.125, 0.25, 0.5, 1, 2, 4, 8])
     """Score weights tried per block by the validation fit (every combination, 0 = block off)."""
+    fusion_rule: Literal["cv", "in_sample"] = "cv"
+    """How the validation fit picks each query type's weights: cv keeps the grid's best only
+    when it beats the best single block out of fold (paired 95% lower bound > 0), else that
+    block; in_sample takes the grid's best on every validation query (overfits ~83 questions)."""
+    fusion_folds: int = 5
+    """Folds by question of the cv rule (foreign queries also leave one language out)."""
     select_on_validation: bool = True
     """Keep the best of step 0 and every ``eval_every`` EMA evaluation on the validation split
     (mean nDCG@k over its languages; English never below the backbone), not the last step."""
@@ -194,6 +200,7 @@ class LaSRConfig(TrainingArguments, LaSRArchitecture):
             "fusion_grid",
             "needs weights >= 0, at least one > 0",
         )
+        check(self.fusion_folds >= 2, "fusion_folds", "must be >= 2 (folds by question)")
 
 
 def split_lasr(

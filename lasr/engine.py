@@ -18,7 +18,7 @@ from lasr.config import LaSRConfig, LaSRRun
 from lasr.model import LiRAModel
 from lasr.model_card import card_languages, run_card
 from lasr.trainer import LASR_UNSHAPING, LaSRTrainer
-from lira.data.splits import load_splits
+from lira.data.splits import load_splits, validation_pools
 from lira.data.types import PairData, RetrievalData
 from lira.jsonio import write_json
 from lira.training import config_fingerprint
@@ -45,6 +45,11 @@ def task_data(
     if cfg.lasr.task == "retrieval":
         train_p = eval_p = None
     return train_r, eval_r, train_p, eval_p
+
+
+def fusion_pools(cfg: LaSRRun) -> dict[str, RetrievalData]:
+    """The validation pools LaSR's fusion rule is scored on (:func:`validation_pools`)."""
+    return validation_pools(load_splits(cfg.data))
 
 
 def run_lasr(
@@ -83,6 +88,7 @@ def run_lasr(
         eval_retrieval=eval_r,
         eval_pairs=eval_p,
         fingerprint=lasr_fingerprint(cfg),
+        fusion_pools=fusion_pools(cfg) if eval_r is not None else None,
     )
     if eval_r is None and train_r is not None:
         log.warning("LaSR: no validation split (data.dev_fraction = 0): nothing is selected on "

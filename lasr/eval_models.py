@@ -48,6 +48,10 @@ LIRA_E_LR = "lira: E_lr alone"
 """Method name of the Adaptor's multilingual stream E_lr (a LiRA component)."""
 FIXED_ROW = "fixed fusion (validation weights)"
 """Method name of LaSR's step 0: Σ_b λ_b cos_b of LiRA's blocks, λ fitted on validation."""
+TRANSLATE_TEST = "translate-test: g(translation)"
+"""Method name of g (mE5-small) on the Actor's chosen translation: translate-test with g."""
+TRANSLATE_TEST_ENSEMBLE = "translate-test: g(source) + g(translation)"
+"""Method name of the plain ensemble n(g(x)) + n(g(y*)): what a practitioner tries before LiRA."""
 LIRA_MODEL_DIR = "lira-model"
 """The LiRA model's folder under a run's ``output_dir``."""
 
@@ -139,6 +143,56 @@ def lira_encoders(
     return out
 
 
+class TranslationEncoder:
+    """``encoder`` on the LiRA model's English text for each input: the Actor's pick, or one
+    translator's own candidate (``translator``); the input itself where there is none (English
+    texts). ``with_source``: the plain ensemble n(e(x)) + n(e(y)), re-normalised."""
+
+    def __init__(
+        self, lira: LiRAModel, encoder: Encoder, translator: str = "", with_source: bool = False
+    ) -> None:
+        self.lira, self.encoder = lira, encoder
+        self.translator, self.with_source = translator, with_source
+
+    def english(self, texts: Sequence[str], langs: Sequence[str]) -> list[str]:
+        """The English text of each input (the input itself where there is no candidate)."""
+        if not self.translator:
+            return self.lira.english_texts(texts, langs)[0]
+        cands = self.lira.candidates(texts, langs)
+        own = [[c.text for c in cs if c.translator == self.translator] for cs in cands]
+        return [o[0] if o else t for o, t in zip(own, texts)]
+
+    def encode(
+        self,
+        texts: Sequence[str],
+        langs: Sequence[str] | None = None,
+        kind: str = "query",
+        batch_size: int = 32,
+    ) -> np.ndarray:
+        """L2-normalised rows [N, d] of ``encoder`` on the English texts (and the sources)."""
+        langs = list(langs) if langs is not None else ["xx"] * len(texts)
+        english = self.english(texts, langs)
+        en_langs = ["en" if e != t else lang for e, t, lang in zip(english, texts, langs)]
+        z = np.asarray(self.encoder.encode(english, en_langs, kind=kind, batch_size=batch_size))
+        if self.with_source:
+            z = z + np.asarray(self.encoder.encode(texts, langs, kind=kind, batch_size=batch_size))
+            z = z / np.maximum(np.linalg.norm(z, axis=1, keepdims=True), 1e-12)
+        return z.astype(np.float32)
+
+
+def translation_encoders(
+    lira: LiRAModel, h: Encoder, g: Encoder | None, translators: Sequence[str]
+) -> dict[str, Encoder]:
+    """The rows that show what the translations give alone: h on each translator's own
+    candidate (``lira: h(<name>)``) and, with g, translate-test with g and the plain ensemble."""
+    out: dict[str, Encoder] = {f"lira: h({name})": TranslationEncoder(lira, h, name)
+                               for name in translators}  # fmt: skip
+    if g is not None:
+        out[TRANSLATE_TEST] = TranslationEncoder(lira, g)
+        out[TRANSLATE_TEST_ENSEMBLE] = TranslationEncoder(lira, g, with_source=True)
+    return out
+
+
 def run_encoders(cfg: EncodersRun, online: bool = False) -> dict[str, Encoder]:
     """{method: encoder} for every model trained under ``output_dir`` (backbone first), each
     on :func:`~lira.models.devices.default_device` (CUDA when available); ``online``: the LiRA
@@ -153,6 +207,10 @@ def run_encoders(cfg: EncodersRun, online: bool = False) -> dict[str, Encoder]:
         encoders[ME5] = me5  # g alone, as a retriever
     encoders.update(lira_encoders(out, cfg.translation, device=device, online=online,
                                   backbone=h, backbone_models=cfg.models))  # fmt: skip
+    lira = encoders.get(LIRA)
+    if isinstance(lira, LiRAModel):
+        names = [t.name for t in cfg.translation.active_translators() if not t.train_only]
+        encoders.update(translation_encoders(lira, h, me5, names if len(names) > 1 else []))
     for method in cfg.baselines.methods:
         path = out / "baselines" / method
         if path.is_dir():

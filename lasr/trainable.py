@@ -11,16 +11,25 @@ from __future__ import annotations
 
 import logging
 
+import torch
 from torch import Tensor, nn
 
 from arca.model import ArcaModel
 from lasr.banks import relevance_matrix, retrieval_banks
 from lasr.config import TASK_DATA, LaSRConfig
-from lasr.fixed_fusion import FusionFit, block_cosines, fit_fusion, fitted_table
+from lasr.fixed_fusion import (
+    FusionFit,
+    block_cosines,
+    fitted_table,
+    per_query_ndcg,
+    select_fusion,
+    weight_grid,
+)
 from lasr.fusion import LaSRNet
 from lasr.model import LiRAModel
 from lira.config import ConfigError
 from lira.data.types import PairData, RetrievalData
+from lira.data.xquad_r import plain_qid
 from lira.models import is_trainable
 
 log = logging.getLogger(__name__)
@@ -29,44 +38,75 @@ ParamGroup = dict[str, list[nn.Parameter] | float]
 """One optimizer parameter group: ``params`` and its ``lr``."""
 
 
+HOME = ("en-en", "lang-en", "dev")
+"""Validation pools that are a query type's own scenario (English → English, L → English): they
+weigh half of a query's score when the query also searches mixed-language pools."""
+
+
 def fit_validation_fusion(
-    model: LiRAModel, dev: RetrievalData | None, cfg: LaSRConfig
+    model: LiRAModel, pools: dict[str, RetrievalData] | None, cfg: LaSRConfig
 ) -> dict[str, FusionFit]:
-    """Set the head's block weights to the best fixed score fusion on the validation split
-    ``dev`` per query type (:mod:`lasr.fixed_fusion`); without one, keep the paper's. Returns
-    the fits per query type (``foreign``, ``en``)."""
+    """Set the head's block weights to the fixed score fusion chosen on the validation pools
+    per query type (:mod:`lasr.fixed_fusion`, ``lasr.fusion_rule``); without pools, keep the
+    paper's. Returns the fits per query type (``foreign``, ``en``).
+
+    ``pools`` ({``scenario[:lang]``: data}, :func:`lira.data.splits.validation_pools`): every
+    query is scored in each pool it appears in; its own scenario (:data:`HOME`) weighs half and
+    the mixed-language pools (En→L, Multi, Multi-1) share the other half, so the rule must keep
+    documents of every language comparable in one index."""
     fits: dict[str, FusionFit] = {}
-    if dev is None:
+    if not pools:
         log.warning(
             "lasr.fusion_init=validation but there is no validation split "
             "(data.dev_fraction = 0): the paper's block weights are used"
         )
         return fits
-    qb, db = retrieval_banks(model, dev, cfg.encode_batch_size)
-    en_docs = [j for j, lang in enumerate(db.langs) if lang == "en"]
-    cos = block_cosines(model.net, qb.streams.tensors(), db.streams.select(en_docs).tensors())
-    labels = relevance_matrix(qb.keys, [db.keys[j] for j in en_docs], dev.qrels)  # [Q, D_en]
     head = model.net.head
-    allowed = (head.use_en, head.use_lr, head.d_g > 0)
-    weights: dict[str, tuple[float, ...] | None] = {"foreign": None, "en": None}
-    for kind in weights:
-        groups: dict[str, list[int]] = {}
-        for i, lang in enumerate(qb.langs):
-            if (lang == "en") == (kind == "en") and labels[i].any():
-                groups.setdefault(lang, []).append(i)
-        if not groups:
+    combos = weight_grid(cfg.fusion_grid, (head.use_en, head.use_lr, head.d_g > 0))
+    # per query type: query key -> [(is home pool, nDCG@k per combination [C])]
+    cols: dict[str, dict[str, list[tuple[bool, Tensor]]]] = {"foreign": {}, "en": {}}
+    langs: dict[str, str] = {}
+    for name, data in pools.items():
+        qb, db = retrieval_banks(model, data, cfg.encode_batch_size)
+        cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())  # [3, Q, D]
+        labels = relevance_matrix(qb.keys, db.keys, data.qrels)  # [Q, D]
+        rows = [i for i in range(len(qb.keys)) if labels[i].any()]
+        if not rows:
             continue
-        fit = fit_fusion(
-            cos, labels, groups, cfg.fusion_grid, cfg.ndcg_k, allowed, across_processes=True
+        scores = per_query_ndcg(
+            cos[:, rows], labels[rows], combos, cfg.ndcg_k, across_processes=True
         )
+        home = name.split(":")[0] in HOME
+        for j, i in enumerate(rows):
+            kind = "en" if qb.langs[i] == "en" else "foreign"
+            cols[kind].setdefault(qb.keys[i], []).append((home, scores[:, j]))
+            langs[qb.keys[i]] = qb.langs[i]
+    weights: dict[str, tuple[float, ...] | None] = {"foreign": None, "en": None}
+    for kind, by_key in cols.items():
+        if not by_key:
+            continue
+        keys = list(by_key)
+        scores = torch.stack([_query_score(by_key[k]) for k in keys], 1)  # [C, Q]
+        fit = select_fusion(scores, combos, [plain_qid(k) for k in keys], [langs[k] for k in keys],
+                            cfg.fusion_folds, cfg.fusion_rule, cfg.seed)  # fmt: skip
         fits[kind] = fit
         weights[kind] = fit.weights
-        log.info("lasr: fixed fusion on validation, %s queries: λ(en, lr, g) = %s, nDCG@%d "
-                 "%.4f %s (blocks alone: %s)", kind, fit.weights, cfg.ndcg_k, fit.score,
-                 {k: round(v, 4) for k, v in fit.by_lang.items()},
-                 {k: round(v, 4) for k, v in fit.parts.items()})  # fmt: skip
+        log.info("lasr: fixed fusion on validation (%s rule), %s queries: λ(en, lr, g) = %s, "
+                 "score %.4f in sample, %.4f out of fold (single block %s: %.4f out of fold; "
+                 "gain %.4f [%.4f, %.4f]); in sample the grid's best %s scores %.4f",
+                 fit.rule, kind, fit.weights, fit.score, fit.oof, fit.single, fit.oof_single,
+                 *fit.gain, fit.fitted, fit.fitted_score)  # fmt: skip
     head.set_weights(fitted_table(weights["foreign"], weights["en"]))
     return fits
+
+
+def _query_score(parts: list[tuple[bool, Tensor]]) -> Tensor:
+    """One query's score per combination [C]: the mean of its home pools, averaged half and
+    half with the mean of its other pools when it has both."""
+    home = [t for is_home, t in parts if is_home]
+    other = [t for is_home, t in parts if not is_home]
+    means = [torch.stack(x).mean(0) for x in (home, other) if x]
+    return torch.stack(means).mean(0)
 
 
 def param_groups(

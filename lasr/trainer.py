@@ -104,6 +104,7 @@ class LaSRTrainer(Trainer):
         eval_pairs: PairData | None = None,
         fingerprint: dict[str, object] | None = None,
         keep_checkpoints: int = 2,
+        fusion_pools: dict[str, RetrievalData] | None = None,
     ) -> None:
         task = training_task(cfg, retrieval, pairs)
         accelerator = accelerator or make_accelerator(
@@ -135,7 +136,8 @@ class LaSRTrainer(Trainer):
         self.fits: dict[str, FusionFit] = {}
         """The validation-best fixed fusion per query type (``lasr.fusion_init: validation``)."""
         if cfg.fusion_init == "validation":
-            self.fits = fit_validation_fusion(model, eval_retrieval, cfg)
+            pools = fusion_pools or ({"dev": eval_retrieval} if eval_retrieval else None)
+            self.fits = fit_validation_fusion(model, pools, cfg)
         groups, self.train_g = param_groups(model, cfg, task)
         self.params = [p for g in groups for p in g["params"]]
         self.optimizer = torch.optim.AdamW(groups, weight_decay=cfg.weight_decay)

@@ -118,7 +118,7 @@ class ModelsConfig:
 
     A model reference is a hub id (``Qwen/Qwen3-Embedding-8B``), a local folder, or a demo
     alias ``demo:<name>`` built locally by :mod:`lira.demo` (``demo:mt5``, ``demo:backbone``,
-    ``demo:marian``, ``demo:qwen3-lm``, ``demo:minilm``, ``demo:smollm2``).
+    ``demo:marian``, ``demo:qwen3-lm``, ``demo:minilm``, ``demo:smollm2``, ``demo:gemma3``).
     """
 
     backbone: str = "demo:minilm"

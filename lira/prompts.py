@@ -5,7 +5,15 @@ adding a new version here (never editing an old one): stored candidates stay att
 
 ``paper-v1`` is the text printed in App. C.2. The PDF renders the quotes around ``{text}``,
 ``{sentence}`` and ``{translation}`` as typographic ’…’; they are the ASCII apostrophes of the
-original prompt string, which is what we use.
+original prompt string, which is what we use. It is a chat prompt: the translator wraps it in
+the model's chat template.
+
+``fewshot-v1`` (beyond the paper) is for *base* (completion) models such as Gemma-3-270M, which
+have no chat template and answer a chat prompt with more chat: four hand-written sentence pairs
+(German, French, Japanese, Portuguese; none from any evaluation set) in ``Language: … /
+English: …`` form, then ``{lang}: {text}\nEnglish:``. The model continues the pattern; the
+translation is its first line (:func:`is_completion` versions stop at the first newline). Its
+critic prompt is ``paper-v1``'s (a critic is a chat model).
 """
 
 from __future__ import annotations
@@ -111,8 +119,37 @@ PROMPTS: dict[str, dict[str, str]] = {
             "Translation in En: '{translation}'"
         ),
     },
+    "fewshot-v1": {
+        "translate": (
+            "Translate each sentence into English.\n\n"
+            "German: Wie viele Menschen leben in Berlin?\n"
+            "English: How many people live in Berlin?\n\n"
+            "French: La tour a été construite en 1889 pour l'Exposition universelle.\n"
+            "English: The tower was built in 1889 for the World's Fair.\n\n"
+            "Japanese: 富士山の高さは何メートルですか？\n"
+            "English: How many meters high is Mount Fuji?\n\n"
+            "Portuguese: Quem escreveu o romance Dom Casmurro?\n"
+            "English: Who wrote the novel Dom Casmurro?\n\n"
+            "{lang}: {text}\n"
+            "English:"
+        ),
+        "critic": (
+            "Please strictly evaluate the following translation on three dimensions:\n"
+            "• Semantic Fidelity (1–10): Accuracy in conveying original meaning\n"
+            "• Emotional Consistency (1–10): Alignment with original emotional tone\n"
+            "• Pragmatic Tone (1–10): Appropriateness in contextual usage and style\n"
+            "You MUST only output JSON format with keys 'semantic', 'emotional', 'pragmatic' "
+            "and values 1–10, without any other explanations.\n"
+            "Origin text in {lang}: '{sentence}'\n"
+            "Translation in En: '{translation}'"
+        ),
+    },
 }
 """prompt version -> {"translate": template, "critic": template}."""
+
+COMPLETION = frozenset({"fewshot-v1"})
+"""Prompt versions for base (completion) models: sent as plain text, no chat template; the
+translation is the output's first line."""
 
 
 def language_name(code: str) -> str:
@@ -144,10 +181,24 @@ def _fill(template: str, values: dict[str, str]) -> str:
     return re.sub(r"\{(\w+)\}", lambda m: values.get(m.group(1), m.group(0)), template)
 
 
+def is_completion(version: str) -> bool:
+    """True when prompt ``version`` is for a base (completion) model (:data:`COMPLETION`)."""
+    return version in COMPLETION
+
+
 def translation_prompt(text: str, lang: str, version: str = "paper-v1") -> str:
-    """The user message asking for an English translation of ``text`` (in language ``lang``)."""
-    language_name(lang)  # validate the code early, even though paper-v1 does not name it
-    return _fill(_template(version, "translate"), {"text": text})
+    """The prompt asking for an English translation of ``text`` (in language ``lang``): a chat
+    user message, or the whole completion prompt for :func:`is_completion` versions."""
+    name = language_name(lang)  # validated early, even where the prompt does not name it
+    # a source line break would end the few-shot pattern's line: one line per source there
+    if is_completion(version):
+        text = " ".join(text.split())
+    return _fill(_template(version, "translate"), {"text": text, "lang": name})
+
+
+def first_line(output: str) -> str:
+    """A completion prompt's translation: the output up to its first line break, stripped."""
+    return output.strip().split("\n", 1)[0].strip()
 
 
 def critic_prompt(sentence: str, translation: str, lang: str, version: str = "paper-v1") -> str:

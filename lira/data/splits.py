@@ -76,6 +76,25 @@ class Splits:
         return self.eval
 
 
+def validation_pools(splits: Splits) -> dict[str, RetrievalData]:
+    """The validation split's retrieval pools, by ``scenario:lang`` (evaluators' scenario names):
+    for XQuAD-R, En-En and per validation language L→En, En→L and the mixed-language pools
+    Multi and Multi-1 in both directions (paper 003), on the validation question ids; for
+    other data the validation split as it is (``dev``); {} without one."""
+    ds, ids = splits.dataset, splits.dev_ids
+    if ds is None or not ids:
+        return {"dev": splits.dev} if splits.dev is not None else {}
+    langs = list(dict.fromkeys(q.lang for q in splits.dev_sources))
+    pools = {"en-en": ds.retrieval("en", ["en"], ids)}
+    for t in langs:
+        pools[f"lang-en:{t}"] = ds.retrieval(t, ["en"], ids)
+        pools[f"en-lang:{t}"] = ds.retrieval("en", [t], ids)
+        for q_lang, suffix in ((t, ""), ("en", "@en")):
+            pools[f"multi{suffix}:{t}"] = ds.retrieval(q_lang, ["en", t], ids)
+            pools[f"multi-1{suffix}:{t}"] = ds.retrieval(q_lang, ["en", t], ids, True)
+    return pools
+
+
 def _merge(parts: list[RetrievalData], name: str) -> RetrievalData:
     corpus: dict[str, Record] = {}
     for p in parts:

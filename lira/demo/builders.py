@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import io
 import random
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lira.demo.packages import smollm2_gguf
+from lira.demo.packages import gemma3_gguf, smollm2_gguf
 from lira.demo.text import LANGS, demo_corpus
 
 if TYPE_CHECKING:  # torch and transformers load only when a demo model is built
@@ -202,10 +203,24 @@ def build_qwen3_lm(out: Path) -> None:
 
 def build_smollm2(out: Path) -> None:
     """SmolLM2-135M-Instruct dequantized from the packaged GGUF into a normal HF folder."""
+    _dequantize_gguf(smollm2_gguf(), out)
+
+
+def build_gemma3(out: Path) -> None:
+    """Gemma-3-270M (the pretrained base model) dequantized from the packaged GGUF chunks into a
+    normal HF folder; the assembled GGUF is removed once the folder is written."""
+    gguf = gemma3_gguf(out / ".gguf")
+    try:
+        _dequantize_gguf(gguf, out)
+    finally:
+        shutil.rmtree(gguf.parent, ignore_errors=True)
+
+
+def _dequantize_gguf(gguf: Path, out: Path) -> None:
+    """Load the GGUF file ``gguf`` dequantized (bf16) and save it and its tokenizer to ``out``."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
-    gguf = smollm2_gguf()
     folder, name = str(gguf.parent), gguf.name
     tok = AutoTokenizer.from_pretrained(folder, gguf_file=name)
     model = AutoModelForCausalLM.from_pretrained(

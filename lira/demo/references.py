@@ -18,14 +18,21 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from lira.demo.builders import SEED, build_backbone, build_mt5, build_qwen3_lm, build_smollm2
+from lira.demo.builders import (
+    SEED,
+    build_backbone,
+    build_gemma3,
+    build_mt5,
+    build_qwen3_lm,
+    build_smollm2,
+)
 from lira.demo.marian import build_marian
 from lira.demo.packages import minilm_folder
 from lira.errors import UserInputError
 
 logger = logging.getLogger(__name__)
 
-VERSIONS = {"mt5": 2, "backbone": 1, "marian": 5, "qwen3-lm": 1, "smollm2": 1}
+VERSIONS = {"mt5": 2, "backbone": 1, "marian": 5, "qwen3-lm": 1, "smollm2": 1, "gemma3": 1}
 """Build version of each demo model: bump one when its builder changes, and cached folders
 with another stamp are rebuilt."""
 STAMP = "lira-demo.json"
@@ -37,9 +44,10 @@ BUILDERS: dict[str, Callable[[Path], None]] = {
     "marian": build_marian,
     "qwen3-lm": build_qwen3_lm,
     "smollm2": build_smollm2,
+    "gemma3": build_gemma3,
 }
 """Demo models built into the cache (``minilm`` is used in place from its package)."""
-NAMES = ("mt5", "backbone", "marian", "qwen3-lm", "minilm", "smollm2")
+NAMES = ("mt5", "backbone", "marian", "qwen3-lm", "minilm", "smollm2", "gemma3")
 
 
 # --------------------------------------------------------------------------------------------

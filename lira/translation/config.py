@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from lira.config import DataConfig, ModelsConfig, check, check_at_least, check_model_ref
-from lira.prompts import unknown_prompt_version
+from lira.prompts import is_completion, unknown_prompt_version
 
 MAX_PATH_CHARS = 4096
 """Longest path a config may name (Linux's PATH_MAX); each part at most 255 bytes (NAME_MAX)."""
@@ -82,6 +82,14 @@ def check_client(cfg: TranslatorConfig | CriticConfig, needs_model: bool) -> Non
     check_model_ref(cfg.model, "model")
     problem = unknown_prompt_version(cfg.prompt_version)
     check(problem is None, "prompt_version", f"{problem}")
+    if is_completion(cfg.prompt_version):
+        check(
+            isinstance(cfg, TranslatorConfig) and cfg.kind in ("transformers", "vllm"),
+            "prompt_version",
+            f"{cfg.prompt_version!r} is a completion prompt for base models, used by translators "
+            "of kind transformers or vllm (kind=openai and the critic send chat messages); "
+            "use paper-v1",
+        )
 
 
 @dataclass
@@ -123,7 +131,8 @@ class TranslatorConfig:
     lang_codes: dict[str, str] = field(default_factory=dict)
     """Language-code map for MT models (NLLB: {'de': 'deu_Latn', 'en': 'eng_Latn'})."""
     prompt_version: str = "paper-v1"
-    """Version of the translation prompt (lira/prompts.py); part of the store key."""
+    """Version of the translation prompt (lira/prompts.py); part of the store key. paper-v1:
+    chat models; fewshot-v1: base (completion) models such as demo:gemma3."""
     train_only: bool = False
     """Use this translator's candidates for training only, never at evaluation (gold refs)."""
 

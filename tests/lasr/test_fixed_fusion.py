@@ -3,11 +3,18 @@ the known best fusion, and LiRA at step 0 ranks exactly as the fitted fixed fusi
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.nn.functional as F
 
 from arca.adaptor import Adaptor
-from lasr.fixed_fusion import block_cosines, fit_fusion, fitted_table
+from lasr.fixed_fusion import (
+    block_cosines,
+    fit_fusion,
+    fitted_table,
+    question_folds,
+    select_fusion,
+)
 from lasr.fusion import FusionHead, LaSRNet, gate_features
 from lira.metrics import ndcg_dense, ndcg_of_scores
 
@@ -73,23 +80,94 @@ def test_step_zero_is_the_fitted_fixed_fusion_by_hand():
         assert torch.allclose(cos[2], g_q @ g_d.T, atol=1e-6)
 
 
-def test_foreign_documents_take_the_foreign_queries_weights():
-    """An English query against a foreign document (En→L) scores Σ_b λ_en,b λ_f,b cos_b /
-    (‖λ_en‖ ‖λ_f‖): a foreign document is embedded with the foreign queries' fitted row, not 1
-    on every block (on xquad_minilm's validation En→L: 74.0 with 1s, 82.3 with the row)."""
+def test_documents_of_every_language_share_one_row():
+    """An English query scores an English and a foreign document by the same function,
+    Σ_b λ_en,b cos_b / (‖λ_en‖ √3) (hand computation): every document row is 1 on every block,
+    so a mixed-language index ranks by the blocks' cosines, not by the document's language
+    (rows per document type gave the demo's Multi-1 0.00)."""
     torch.manual_seed(0)
     head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, d_g=5)
     net = LaSRNet(head, Adaptor(5, 4, hidden=8)).eval()
     lam_f, lam_en = (0.0, 0.5, 2.0), (1.0, 4.0, 1.0)
     head.set_weights(fitted_table(lam_f, lam_en))
-    assert torch.equal(head.table()[2], torch.tensor(lam_f))  # foreign document row
-    assert torch.equal(head.table()[3], torch.ones(3))  # English documents: 1 on every block
+    assert torch.equal(head.table()[0], torch.tensor(lam_f))  # foreign queries
+    assert torch.equal(head.table()[2], torch.ones(3))  # foreign documents
+    assert torch.equal(head.table()[3], torch.ones(3))  # English documents
     q = (torch.randn(4, 6), torch.randn(4, 2, 5), _feats(4, True, False), None)
     q = (q[0], q[1], q[2], q[0])
-    d = (torch.randn(7, 6), torch.randn(7, 2, 5), _feats(7, False, True), None)
-    d = (d[0], d[1], d[2], d[0])
-    cos = block_cosines(net, q, d)
-    want = torch.einsum("b,bqd->qd", torch.tensor(lam_en) * torch.tensor(lam_f), cos)
-    norm = torch.tensor(lam_en).norm() * torch.tensor(lam_f).norm()
-    assert torch.allclose(net(*q) @ net(*d).T, want / norm, atol=1e-5)
-    assert fitted_table(None, lam_en)[2].tolist() == [1.0, 1.0, 1.0]  # not fitted: 1s
+    for english_docs in (False, True):
+        d = (torch.randn(7, 6), torch.randn(7, 2, 5), _feats(7, english_docs, True), None)
+        d = (d[0], d[1], d[2], d[0])
+        cos = block_cosines(net, q, d)
+        want = torch.einsum("b,bqd->qd", torch.tensor(lam_en), cos)
+        norm = torch.tensor(lam_en).norm() * 3**0.5
+        assert torch.allclose(net(*q) @ net(*d).T, want / norm, atol=1e-5), english_docs
+
+
+def _two_block_scores(n_q: int, gain: float, seed: int) -> torch.Tensor:
+    """Per-query scores [C=3, Q] of (en alone, g alone, en + g): g alone is the better single
+    block, and the fusion adds ``gain`` to g's score on every query, plus noise."""
+    gen = torch.Generator().manual_seed(seed)
+    en = torch.rand(n_q, generator=gen) * 0.5
+    g = 0.3 + torch.rand(n_q, generator=gen) * 0.5
+    fused = g + gain + (torch.rand(n_q, generator=gen) - 0.5) * 0.02
+    return torch.stack([en, g, fused]).clamp(0, 1)
+
+
+COMBOS = [(1.0, 0.0, 0.0), (0.0, 0.0, 1.0), (1.0, 0.0, 1.0)]
+
+
+def test_question_folds_keep_a_question_in_one_fold_and_balance_them():
+    qs = [f"q{i % 10}" for i in range(30)]  # 10 questions in 3 languages
+    folds = question_folds(qs, 5)
+    assert all(folds[i] == folds[i % 10] for i in range(30))
+    assert sorted(folds[:10]) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
+
+
+def test_the_cv_rule_keeps_a_fusion_that_gains_out_of_fold():
+    """A fusion 0.05 above g on every query (any fold) is kept: its out-of-fold gain over the
+    best single block is 0.05 with a lower bound > 0."""
+    n = 60
+    scores = _two_block_scores(n, 0.05, 0)
+    qs, langs = [f"q{i % 30}" for i in range(n)], ["de"] * 30 + ["ru"] * 30
+    fit = select_fusion(scores, COMBOS, qs, langs, folds=5)
+    assert fit.weights == (1.0, 0.0, 1.0) and fit.single == "g"
+    assert fit.gain[1] > 0 and abs(fit.gain[0] - 0.05) < 0.01
+    assert abs(fit.oof - float(scores[2].mean())) < 1e-6  # every cell picked the fusion
+    assert abs(fit.oof_single - float(scores[1].mean())) < 1e-6
+    assert set(fit.by_lang) == {"de", "ru"} and fit.parts == {
+        "en": pytest.approx(float(scores[0].mean())),
+        "g": pytest.approx(float(scores[1].mean())),
+    }
+
+
+def test_the_cv_rule_falls_back_to_the_best_single_block_on_noise():
+    """A fusion that wins in sample by noise alone (gain 0 ± noise) is not kept under cv; the
+    in-sample rule keeps it."""
+    n = 60
+    scores = _two_block_scores(n, 0.0, 1)
+    noise = torch.tensor([0.1 if i % 2 else -0.09 for i in range(n)])
+    scores[2] = scores[1] + noise  # an in-sample edge of 0.005 in noise of ± 0.1
+    qs, langs = [f"q{i % 30}" for i in range(n)], ["de"] * 30 + ["ru"] * 30
+    assert float(scores[2].mean()) > float(scores[1].mean())
+    cv = select_fusion(scores, COMBOS, qs, langs, folds=5)
+    assert cv.gain[1] <= 0 and cv.weights == (0.0, 0.0, 1.0) and cv.fitted == (1.0, 0.0, 1.0)
+    assert cv.score == pytest.approx(float(scores[1].mean()))
+    assert select_fusion(scores, COMBOS, qs, langs, rule="in_sample").weights == (1.0, 0.0, 1.0)
+
+
+def test_leave_one_language_out_never_fits_on_the_held_out_language():
+    """The fusion helps de only: fitted on de + es it wins, but a held-out ru cell is fitted on
+    de and es of other folds; here every language but one hurts, so the fusion picked on the
+    other languages is scored where it loses, and cv keeps g alone."""
+    n = 30
+    base = _two_block_scores(3 * n, 0.0, 2)
+    langs = ["de"] * n + ["es"] * n + ["ru"] * n
+    qs = [f"q{i % n}" for i in range(3 * n)]
+    fused = base[1].clone()
+    fused[:n] += 0.3  # de gains a lot
+    fused[n:] -= 0.05  # es and ru lose a little
+    scores = torch.stack([base[0], base[1], fused])
+    assert float(fused.mean()) > float(base[1].mean())  # in sample the fusion wins
+    fit = select_fusion(scores, COMBOS, qs, langs, folds=3)
+    assert fit.weights == (0.0, 0.0, 1.0)

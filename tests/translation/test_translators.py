@@ -71,3 +71,22 @@ def test_batched_equals_one_by_one(mt_path):
                              max_new_tokens=8, batch_size=1)  # fmt: skip
     single = [o.raw for o in t.translate(texts, "de")]
     assert batched == single  # greedy: padding must not change outputs, order is kept
+
+
+def test_a_completion_prompt_gives_one_line_and_stops_at_a_line_break(lm_path):
+    """fewshot-v1 on a causal LM: no chat template, generation stops on a token holding a line
+    break (the ids are the tokenizer's: byte-level BPE marks it 'Ċ'), one line comes out."""
+    cfg = TranslatorConfig(name="base", kind="transformers", model=lm_path,
+                           prompt_version="fewshot-v1", max_new_tokens=24, batch_size=4)  # fmt: skip
+    tr = TransformersTranslator(cfg)
+    ends = tr.line_end_ids()
+    tok = tr.tokenizer
+    newline = tok("\n", add_special_tokens=False)["input_ids"]
+    assert newline and set(newline) <= set(ends) and tok.eos_token_id in ends
+    assert all(
+        "\n" in tok.decode([i])
+        for i in ends
+        if i != tok.eos_token_id and i not in tok.all_special_ids
+    )
+    out = tr.translate(["Der Hund schläft.", "Wo ist der Bahnhof?"], "de")
+    assert all(t.ok and "\n" not in t.raw for t in out)

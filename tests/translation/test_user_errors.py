@@ -75,3 +75,20 @@ def test_a_bad_lira_vllm_variable_names_itself(fake_vllm, monkeypatch):
     translators.VLLMTranslator(cfg)
     assert fake_vllm[-1]["max_model_len"] == 4096 and fake_vllm[-1]["gpu_memory_utilization"] == 0.5
     assert fake_vllm[-1]["max_num_seqs"] == 8
+
+
+def test_a_completion_prompt_is_for_local_translators_only():
+    """fewshot-v1 is plain text for base models: kind=openai (chat messages) and the critic
+    refuse it in one line naming the key; transformers and vllm translators take it."""
+    entry = {"name": "g", "kind": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
+    with pytest.raises(ConfigError, match=r"'llm_translators\[0\].prompt_version': 'fewshot-v1' "
+                                          r"is a completion prompt"):  # fmt: skip
+        from_dict(
+            TranslationConfig, {"llm_translators": [{**entry, "prompt_version": "fewshot-v1"}]}
+        )
+    with pytest.raises(ConfigError, match=r"'prompt_version': 'fewshot-v1' is a completion prompt"):
+        CriticConfig(prompt_version="fewshot-v1")
+    for kind in ("transformers", "vllm"):
+        local = {"name": "g", "kind": kind, "model": "demo:gemma3", "prompt_version": "fewshot-v1"}
+        cfg = from_dict(TranslationConfig, {"llm_translators": [local]})
+        assert cfg.llm_translators[0].prompt_version == "fewshot-v1"
