@@ -120,7 +120,7 @@ def lira_encoders(
         backbone = None
     # the run's own store (a translate stage may have added texts since the model was saved)
     lira = LiRAModel.from_pretrained(folder, store=_run_store(run_dir, translation),
-                                     translation=translation, device=device,
+                                     online=False, translation=translation, device=device,
                                      backbone=backbone)  # fmt: skip
     lira.use_run_cache(run_dir)
     lira.cache_streams = True  # the components below reuse LiRA's streams
@@ -132,7 +132,12 @@ def lira_encoders(
     fixed = run_dir / "lasr" / FIXED_FUSION
     if fixed.is_dir():  # step 0 of LaSR: the validation-best fixed fusion of the blocks
         fused = LiRAModel.from_pretrained(
-            fixed, store=lira.store, translation=translation, device=device, backbone=lira.backbone
+            fixed,
+            store=lira.store,
+            online=False,
+            translation=translation,
+            device=device,
+            backbone=lira.backbone,
         )
         fused.use_run_cache(run_dir)
         fused.cache_streams = True
@@ -240,7 +245,7 @@ def encoder_for_eval(cfg: LaSRRun, path: str, online: bool = False) -> tuple[str
         own = p.resolve() == (Path(cfg.output_dir) / LIRA_MODEL_DIR).resolve()
         store = _run_store(cfg.output_dir, cfg.translation) if own else None
         model = LiRAModel.from_pretrained(
-            p, store=store, translation=cfg.translation, device=device
+            p, store=store, online=False, translation=cfg.translation, device=device
         )
         if online:
             _go_online(model)

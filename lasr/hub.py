@@ -22,7 +22,7 @@ import uuid
 from pathlib import Path
 
 from lira.checkpoint.manifest import sha256_file
-from lira.errors import MissingFileError
+from lira.errors import LiRAError, MissingFileError
 from lira.translation.store import TranslationStore
 
 STORE_NAME = "translations.sqlite"
@@ -105,9 +105,27 @@ def push_to_hub(
     returns the commit URL."""
     from huggingface_hub import HfApi
 
-    api = HfApi(token=token)
-    api.create_repo(repo_id, private=private, exist_ok=True)
-    info = api.upload_folder(
-        repo_id=repo_id, folder_path=str(folder), commit_message=commit_message
-    )
+    try:
+        api = HfApi(token=token)
+        api.create_repo(repo_id, private=private, exist_ok=True)
+        info = api.upload_folder(
+            repo_id=repo_id, folder_path=str(folder), commit_message=commit_message
+        )
+    except Exception as e:  # offline, no token, no write access: one line naming the hub repo
+        raise hub_error(repo_id, e) from None
     return str(getattr(info, "commit_url", info))
+
+
+def hub_error(repo_id: str, error: Exception) -> LiRAError:
+    """The one-line error of a failed upload to the hub repo ``repo_id``: the hub, the repo,
+    the cause and the fix (a LiRAError already is one: returned as it is)."""
+    if isinstance(error, LiRAError):
+        return error
+    from huggingface_hub import constants
+
+    cause = " ".join(f"{type(error).__name__}: {error}".split())[:300]
+    return LiRAError(
+        f"could not upload to the Hugging Face Hub repo {repo_id!r} at {constants.ENDPOINT} "
+        f"({cause}); check the network (HF_HUB_OFFLINE must be unset) and your token (`hf auth "
+        "login` or HF_TOKEN, with write access), then push again"
+    )

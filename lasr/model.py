@@ -66,6 +66,7 @@ from lira.checkpoint.manifest import write_manifest
 from lira.checkpoint.state import load_safetensors, state_mismatch
 from lira.config import ModelsConfig
 from lira.encoding import length_batches
+from lira.errors import UserInputError
 from lira.models import Backbone, load_backbone
 from lira.models.devices import resolve_device
 from lira.mteb_encoder import MTEBEncoder
@@ -130,6 +131,7 @@ class LiRAModel(nn.Module):
         """The folder or hub id the model was loaded from (mteb's model name)."""
         self._mteb: MTEBEncoder | None = None
         self._parts_said = False
+        self._untranslated_said = False
         self.eval()
 
     @property
@@ -173,12 +175,15 @@ class LiRAModel(nn.Module):
         arca = run_arca(cfg, backbone, arca_path)
         return cls(cfg.models, cfg.translation, cfg.arca, cfg.lasr, backbone, arca, store, online)
 
-    def save_pretrained(self, path: str | Path, store_snapshot: bool = True) -> None:
+    def save_pretrained(
+        self, path: str | Path, store_snapshot: bool = True, model_id: str = ""
+    ) -> None:
         """Write the self-describing folder described in the module docstring (no endpoints,
         key variables or absolute paths: a folder is shared, and loading it sends nothing),
         with a snapshot of its translation store inside (``store_snapshot``;
         :func:`lasr.hub.snapshot_store`), ``modules.json`` (sentence-transformers) and a model
-        card ``README.md`` (:mod:`lasr.model_card`)."""
+        card ``README.md`` (:mod:`lasr.model_card`; its snippet loads ``model_id``, default the
+        folder's absolute path)."""
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         store = ""
@@ -192,7 +197,7 @@ class LiRAModel(nn.Module):
         write_folder(path, meta, self.head, self.net.adaptor)
         self.arca.save_pretrained(path / "arca")
         write_st_files(path)
-        write_card(self, path, meta)
+        write_card(self, path, meta, model_id)
         write_manifest(path)  # sizes + sha256, last: from_pretrained checks them (none = damaged)
 
     def lasr_sections(self) -> tuple[LaSRArchitecture, dict[str, object]]:
@@ -205,7 +210,7 @@ class LiRAModel(nn.Module):
         """Save the model into a temporary folder and upload it to the hub repo ``repo_id``
         (:func:`lasr.hub.push_to_hub`); returns the commit URL."""
         with tempfile.TemporaryDirectory() as tmp:
-            self.save_pretrained(tmp)
+            self.save_pretrained(tmp, model_id=repo_id)
             return push_to_hub(tmp, repo_id, private=private, token=token)
 
     def share_streams(self, other: LiRAModel) -> None:
@@ -241,7 +246,7 @@ class LiRAModel(nn.Module):
         cls,
         path: str | Path,
         store: TranslationStore | None = None,
-        online: bool = False,
+        online: bool | None = None,
         load_store: bool = True,
         translation: TranslationConfig | None = None,
         device: str | torch.device | None = None,
@@ -258,7 +263,12 @@ class LiRAModel(nn.Module):
         The folder names its translators; their endpoints and API-key variables come from the
         caller's ``translation`` only, and a folder that names one is refused
         (:func:`lasr.folder.read_folder`). Its store opens as a working copy
-        (:func:`lasr.folder.open_saved_store`: the folder never changes)."""
+        (:func:`lasr.folder.open_saved_store`: the folder never changes).
+
+        ``translation`` is also the opt-in to translate new texts: with it (and ``online`` left
+        None) a text missing from the store is translated at ``encode`` by the caller's
+        translators of the folder's translator names (:meth:`translate_new_texts`);
+        ``online=False`` keeps to the stored translations."""
         name = str(path)
         path = resolve_folder(path, revision)
         saved = read_folder(path, translation)
@@ -267,6 +277,7 @@ class LiRAModel(nn.Module):
         foreign = None
         if store is None and load_store and saved.store:
             store, foreign = open_saved_store(saved.store, path)
+        online = translation is not None if online is None else online
         model = cls(saved.models, saved.translation, saved.arca, saved.architecture, backbone,
                     arca, store, online)  # fmt: skip
         model.name_or_path, model.card = name, saved.card
@@ -281,6 +292,18 @@ class LiRAModel(nn.Module):
         except RuntimeError as e:
             raise state_mismatch(path / HEAD_NAME, "LiRA fusion head", e) from None
         return model.to(resolve_device(device)).eval()
+
+    def translate_new_texts(self, translation: TranslationConfig) -> None:
+        """Translate the texts missing from the store when they are encoded, with the caller's
+        translators ``translation`` (those named like the model's; endpoints and key variables
+        from there only) into the model's store (its working copy)."""
+        if self.store is None:
+            raise UserInputError(
+                "translating new texts writes into the model's translation store, and this "
+                "model has none: load it with LiRAModel.from_pretrained(folder, "
+                "store=TranslationStore(path), translation=cfg.translation)"
+            )
+        self.caller_translation, self.online = translation, True
 
     # ------------------------------------------------------------------ streams
     def inference_translators(self, train: bool = False) -> list[TranslatorConfig]:
@@ -437,7 +460,8 @@ class LiRAModel(nn.Module):
             z[idx] = out
         self.net.train(was_training)
         missing = self.missing_translations - seen[0]
-        if missing:
+        if missing and not self._untranslated_said:  # once per model: the counts keep adding
+            self._untranslated_said = True
             log.warning("%s", self.untranslated_note(missing, self.translation_lookups - seen[1]))
         return z.numpy() if convert_to_numpy and not convert_to_tensor else z
 

@@ -1,9 +1,11 @@
 """The model card (README.md) of a LiRA model folder, and what its fitted weights mean in words.
 
 :func:`write_card` renders ``README.md`` with Hugging Face's ``ModelCardData`` front matter
-(``library_name: sentence-transformers``, languages, tags), how to load the folder
-(sentence-transformers, ``LiRAModel``, ``mteb``), the models it is built on, the training data
-and validation metrics the run recorded (:func:`run_card`), the block weights per text type in
+(``library_name: sentence-transformers``, languages, license, ``base_model`` (h and g by hub
+id), ``datasets``, tags and a ``model-index`` of the validation results), a usage snippet that
+runs as pasted (the folder's own path or hub id, real texts), how to load it through
+``LiRAModel`` and ``mteb``, the models it is built on, the training data and validation metrics
+the run recorded (:func:`run_card`, rounded), the block weights per text type in
 plain words (:func:`parts_sentence`, the same sentence the leaderboard and ``encode`` print) and
 the full training config.
 """
@@ -16,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lasr.fusion import BLOCKS, TEXT_TYPES, FusionHead
+from lira.checkpoint.manifest import CARD
 from lira.jsonio import json_safe
 
 
@@ -35,7 +38,8 @@ class LiRAModel(Protocol):
         ...
 
 
-CARD_NAME = "README.md"
+CARD_NAME = CARD
+"""The card's file name (outside the manifest: :data:`lira.checkpoint.manifest.CARD`)."""
 BLOCK_WORDS = {
     "en": "the English half (the backbone on the chosen translation)",
     "lr": "the multilingual half (Arca's Adaptor on g)",
@@ -56,11 +60,14 @@ model is built deterministically by ``lira``'s :mod:`lira.demo` where it is inst
 def run_card(
     data: object, languages: Sequence[str], metrics: Mapping[str, object] | None = None
 ) -> dict[str, Any]:
-    """The ``card`` section a run records: its data (format and dataset name, never a local
-    path), languages and validation metrics."""
-    path = str(getattr(data, "path", "") or "")
+    """The ``card`` section a run records: its data (format and dataset name or hub id, never a
+    local path), languages and validation metrics."""
+    from lasr.hub import is_hub_id
+
+    path, fmt = str(getattr(data, "path", "") or ""), str(getattr(data, "format", ""))
+    name = path if fmt == "hf" and is_hub_id(path) else Path(path).name
     return {
-        "data": {"format": str(getattr(data, "format", "")), "dataset": Path(path).name},
+        "data": {"format": fmt, "dataset": name},
         "languages": sorted(set(languages)),
         "metrics": json_safe(dict(metrics or {})),
     }
@@ -107,24 +114,151 @@ def _weights_table(model: LiRAModel) -> list[str]:
 
 
 def _ref(ref: str) -> str:
-    return f"`{ref}` = {DEMO_SOURCES[ref]}" if ref in DEMO_SOURCES else f"`{ref}`"
+    hub = hub_model_id(ref)
+    if ref in DEMO_SOURCES:
+        return f"`{ref}` = {DEMO_SOURCES[ref]}"
+    if hub is not None:
+        return f"[`{hub}`](https://huggingface.co/{hub})"
+    return f"a local model (`{Path(ref.removeprefix('st:')).name}`)"
 
 
-def render_card(model: LiRAModel, meta: Mapping[str, Any]) -> str:
-    """The README.md text of a saved LiRA model (``meta``: its ``lira_config.json``)."""
+DEMO_HUB_IDS = {
+    "demo:minilm": "sentence-transformers/all-MiniLM-L6-v2",
+    "demo:smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct",
+}
+"""The hub models that ``demo:<name>`` references are copies of (the others are built here)."""
+FORMAT_DATASETS = {"xquad_r": "google-research-datasets/xquad_r"}
+"""The hub dataset of each built-in data format that reads one."""
+PROJECT_LICENSE = "apache-2.0"
+"""The card's ``license`` unless the run's card names another (``card["license"]``)."""
+EXAMPLE_QUERIES = {
+    "de": "Wer führte das Team an?", "es": "¿Quién dirigió el equipo?",
+    "fr": "Qui dirigeait l'équipe ?", "ru": "Кто руководил командой?",
+    "zh": "谁带领了这支队伍？", "ar": "من قاد الفريق؟", "el": "Ποιος ηγήθηκε της ομάδας;",
+    "hi": "टीम का नेतृत्व किसने किया?", "th": "ใครเป็นผู้นำทีม", "tr": "Takımı kim yönetti?",
+    "vi": "Ai đã dẫn dắt đội?",
+}  # fmt: skip
+""""Who led the team?" in the languages of XQuAD-R: the card's example query."""
+EXAMPLE_DOCS = ["The coach led the team to the title.", "The stadium opened in 1990."]
+
+
+def hub_model_id(ref: str) -> str | None:
+    """The hub id of a model reference: itself (``owner/name``, ``st:owner/name``), the hub model
+    a ``demo:`` reference copies, or a local folder's ``_name_or_path`` when that is a hub id;
+    None when it has none."""
+    from lasr.hub import is_hub_id
+
+    ref = ref.removeprefix("st:")
+    if ref in DEMO_HUB_IDS or ref.startswith("demo:"):
+        return DEMO_HUB_IDS.get(ref)
+    if is_hub_id(ref):
+        return ref
+    config = Path(ref) / "config.json"
+    try:
+        name = json.loads(config.read_text(encoding="utf-8")).get("_name_or_path", "")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return name if isinstance(name, str) and is_hub_id(name) else None
+
+
+def dataset_id(data: Mapping[str, Any]) -> str | None:
+    """The hub dataset a run's ``card["data"]`` names, where it has one."""
+    from lasr.hub import is_hub_id
+
+    name = str(data.get("dataset") or "")
+    if data.get("format") == "hf" and is_hub_id(name):
+        return name
+    return FORMAT_DATASETS.get(str(data.get("format") or ""))
+
+
+def flat_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, float]:
+    """The numeric leaves of a nested metrics mapping as ``{"retrieval ndcg@10": 0.5, ...}``."""
+    out: dict[str, float] = {}
+    for key, value in metrics.items():
+        name = f"{prefix} {key}".strip()
+        if isinstance(value, Mapping):
+            out.update(flat_metrics(value, name))
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            out[name] = float(value)
+    return out
+
+
+MODEL_INDEX_METRICS = {"ndcg@": ("retrieval", "ndcg_at_"), "pearson": ("semantic-similarity",
+                       "pearson"), "spearman": ("semantic-similarity", "spearman")}  # fmt: skip
+"""Validation metrics that go into the front matter's ``model-index`` (task type, metric type)."""
+
+
+def eval_results(metrics: Mapping[str, Any], data: Mapping[str, Any]) -> list[Any]:
+    """``model-index`` entries (``huggingface_hub.EvalResult``) of the validation metrics after
+    training (the saved weights), rounded to 4 digits."""
+    from huggingface_hub import EvalResult
+
+    name = str(data.get("dataset") or data.get("format") or "validation data")
+    out = []
+    for key, value in flat_metrics(metrics.get("after") or {}).items():
+        leaf = key.split(" ")[-1]
+        for start, (task, metric) in MODEL_INDEX_METRICS.items():
+            if leaf.startswith(start) and " by_lang " not in f" {key} ":
+                out.append(EvalResult(
+                    task_type=task, dataset_type=dataset_id(data) or name, dataset_name=name,
+                    dataset_split="validation", metric_type=metric + leaf[len(start):],
+                    metric_value=round(value, 4), metric_name=leaf))  # fmt: skip
+    return out
+
+
+def _metrics_table(metrics: Mapping[str, Any]) -> list[str]:
+    stages = [s for s in ("before", "after") if metrics.get(s)]
+    flat = {s: flat_metrics(metrics[s]) for s in stages}
+    keys = list(dict.fromkeys(k for s in stages for k in flat[s]))
+    lines = ["| metric | " + " | ".join(f"{s} training" for s in stages) + " |",
+             "|---|" + "---|" * len(stages)]  # fmt: skip
+    lines += [f"| {k} | " + " | ".join(f"{flat[s][k]:.4g}" if k in flat[s] else "" for s in stages)
+              + " |" for k in keys]  # fmt: skip
+    return lines
+
+
+def usage_snippet(model_id: str, langs: Sequence[str]) -> list[str]:
+    """The card's first code block: runs as pasted (the folder's own id or path, real texts)
+    and prints the similarities of a foreign query to two English documents."""
+    lang = next((x for x in langs if x in EXAMPLE_QUERIES), "de")
+    return [
+        "```python",
+        "from lasr.st_module import LiRASentenceTransformer  # pip install lira (this project)",
+        "",
+        f"model = LiRASentenceTransformer({model_id!r})",
+        f"queries = model.encode([{EXAMPLE_QUERIES[lang]!r}], lang={lang!r})  # task='query'",
+        f"docs = model.encode_document({EXAMPLE_DOCS!r}, lang='en')",
+        "print(model.similarity(queries, docs))",
+        "```",
+    ]
+
+
+def render_card(model: LiRAModel, meta: Mapping[str, Any], model_id: str = "") -> str:
+    """The README.md text of a saved LiRA model (``meta``: its ``lira_config.json``;
+    ``model_id``: the folder's path or hub id, which the usage snippet loads)."""
     from huggingface_hub import ModelCardData
 
     card = model.card or {}
     langs = list(card.get("languages") or [])
-    front = ModelCardData(
-        language=langs or None,
-        library_name="sentence-transformers",
-        pipeline_tag="sentence-similarity",
-        tags=["sentence-transformers", "lira", "cross-lingual-retrieval", "feature-extraction"],
-    ).to_yaml()
     models = meta.get("models", {})
     data = card.get("data") or {}
     metrics = card.get("metrics") or {}
+    refs = [str(models.get("backbone", "")), str(models.get("encoder", ""))]
+    base = [h for h in (hub_model_id(r) for r in refs if r) if h]
+    dataset = dataset_id(data)
+    model_id = model_id or "lira-model"
+    front = ModelCardData(
+        language=langs or None,
+        license=str(card.get("license") or PROJECT_LICENSE),
+        library_name="sentence-transformers",
+        pipeline_tag="sentence-similarity",
+        tags=["sentence-transformers", "lira", "cross-lingual-retrieval", "feature-extraction"],
+        base_model=base or None,
+        datasets=[dataset] if dataset else None,
+        model_name=Path(model_id).name if not Path(model_id).is_absolute() else "lira-model",
+        eval_results=eval_results(metrics, data) or None,
+    ).to_yaml()
+    query_lang = next((x for x in langs if x in EXAMPLE_QUERIES), "de")
     lines = [
         "---", front, "---", "", "# LiRA model", "",
         "Cross-lingual retrieval: a backbone h embeds the English translation of a text, a "
@@ -132,28 +266,37 @@ def render_card(model: LiRAModel, meta: Mapping[str, Any]) -> str:
         f"(LiRA, Arca + LaSR). Embedding dimension {model.dim}, cosine similarity, unit-length "
         "vectors.", "",
         "## Use", "",
+        *usage_snippet(model_id, langs), "",
+        "`LiRASentenceTransformer` is a `SentenceTransformer` that takes LiRA's module class from "
+        "the installed package and never imports code from the folder. (Plain "
+        "`SentenceTransformer(..., trust_remote_code=True)` lets the folder's `modules.json` "
+        "import and run any Python file in the folder: use it only on a folder you made or "
+        "have read.) Texts in several languages, one language per text:", "",
         "```python",
-        "from lasr.st_module import LiRASentenceTransformer  # pip install this project",
-        "model = LiRASentenceTransformer(FOLDER_OR_HUB_ID)",
-        'queries = model.encode(["Wer führte das Team an?"], lang="de")  # task="query"',
-        'docs = model.encode_document(["The coach led the team."], lang="en")',
-        "",
-        "# plain SentenceTransformer(FOLDER_OR_HUB_ID) loads it with its trust_remote_code "
-        "flag on (sentence-transformers >= 6 asks for it before importing any module class "
-        "that is not its own; no code is read from the folder)",
         "from lasr.model import LiRAModel",
-        "lira = LiRAModel.from_pretrained(FOLDER_OR_HUB_ID)",
-        'z = lira.encode(texts, langs=["de", "en"], kind="query")',
-        "import mteb; mteb.evaluate(lira, mteb.get_tasks(tasks=[...]))  # languages from the task",
+        "",
+        f"lira = LiRAModel.from_pretrained({model_id!r})",
+        f"z = lira.encode([{EXAMPLE_QUERIES[query_lang]!r}, 'Who led the team?'], "
+        f"langs=[{query_lang!r}, 'en'])",
+        "print(z[:1] @ z[1:].T)  # unit vectors: cosine similarity",
+        "```", "",
+        "Evaluate on an MTEB task (`pip install mteb`; downloads the task's data); each text's "
+        "language comes from the task:", "",
+        "```python",
+        "import mteb",
+        "",
+        "results = mteb.evaluate(lira, mteb.get_tasks(tasks=['BelebeleRetrieval']))",
         "```", "",
         "Each text needs its language (ISO 639-1): the stored translations are keyed by it, and "
         "English is never translated. The translations the model was trained and validated with "
-        "are in `translations.sqlite` inside this folder; texts missing there are embedded "
-        "untranslated unless the model is loaded with `online=True` and a translation config.",
+        "are in `translations.sqlite` inside this folder; other texts are embedded untranslated "
+        "unless the model is loaded with your own translators "
+        "(`LiRAModel.from_pretrained(folder, translation=cfg.translation)`, see LiRA's "
+        "docs/huggingface.md).",
         "",
         "## Models", "",
-        f"- backbone h: {_ref(str(models.get('backbone', '')))}",
-        f"- multilingual encoder g: {_ref(str(models.get('encoder', '')))}",
+        f"- backbone h: {_ref(refs[0])}",
+        f"- multilingual encoder g: {_ref(refs[1])}",
         "",
         "## Training data", "",
         f"- data: {data.get('dataset') or 'not recorded'} (format {data.get('format') or '?'})",
@@ -164,7 +307,7 @@ def render_card(model: LiRAModel, meta: Mapping[str, Any]) -> str:
         *_weights_table(model), "",
     ]  # fmt: skip
     if metrics:
-        lines += ["## Validation metrics", "", "```json", json.dumps(metrics, indent=1), "```", ""]
+        lines += ["## Validation metrics", "", *_metrics_table(metrics), ""]
     sections = ("models", "translation", "arca", "architecture", "lasr")
     config = {k: meta[k] for k in sections if k in meta}
     lines += ["## Training config", "", "<details><summary>lira_config.json sections</summary>",
@@ -172,6 +315,10 @@ def render_card(model: LiRAModel, meta: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def write_card(model: LiRAModel, folder: str | Path, meta: Mapping[str, Any]) -> None:
-    """Write ``README.md`` (:func:`render_card`) into ``folder``."""
-    (Path(folder) / CARD_NAME).write_text(render_card(model, meta), encoding="utf-8")
+def write_card(
+    model: LiRAModel, folder: str | Path, meta: Mapping[str, Any], model_id: str = ""
+) -> None:
+    """Write ``README.md`` (:func:`render_card`; ``model_id``: the id its snippet loads, default
+    the folder's absolute path) into ``folder``."""
+    model_id = model_id or str(Path(folder).resolve())
+    (Path(folder) / CARD_NAME).write_text(render_card(model, meta, model_id), encoding="utf-8")

@@ -9,12 +9,14 @@ name the kind of text, LiRA applies its backbone's own prompts). Then::
     st = LiRASentenceTransformer("<run>/lira-model")          # or a hub id
     st.encode(texts, lang="de")                                # queries in German
     st.encode_document(docs, lang="en")                        # task="document"
+    st = LiRASentenceTransformer(folder, translation=cfg.translation)  # new texts translated
 
-:class:`LiRASentenceTransformer` is ``SentenceTransformer`` that resolves the module class
-above without importing anything the folder names. Plain ``SentenceTransformer(folder)`` loads
-the same model once its ``trust_remote_code`` flag is on: sentence-transformers >= 6 asks for
-that flag before importing *any* module class outside its own package, even an installed one;
-the flag imports :class:`LiRAModule` from this package, and no code comes from the folder.
+:class:`LiRASentenceTransformer` is the call to use: it takes :class:`LiRAModule` from this
+installed package and refuses, in one line, a ``modules.json`` that names any other class
+outside sentence-transformers, so it never imports a ``.py`` file of the folder (even with
+``trust_remote_code=True``). Plain ``SentenceTransformer(folder, trust_remote_code=True)``
+loads an untouched LiRA folder too, but that flag lets a folder one did not make name a class
+in a ``.py`` file beside it, which sentence-transformers then imports and runs.
 
 Keywords: ``lang`` (one ISO 639-1 language for every text of the call; ``"en"`` is never
 translated, no ``lang`` = unknown, embedded untranslated), ``task`` / ``prompt_name``
@@ -25,15 +27,35 @@ the texts of a call by length before batching, so a per-text list cannot follow 
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any, ClassVar
 
 import torch
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.base.modules import InputModule
 
-from lasr.interop import MODULE_TYPE, resolve_kind
+from lasr.hub import hub_error
+from lasr.interop import MODULE_TYPE, MODULES_NAME, resolve_kind
 from lasr.model import LiRAModel
-from lasr.streams import UNKNOWN_LANG
+from lasr.model_card import write_card
+from lira.errors import CheckpointError, UserInputError
+from lira.languages import UNKNOWN_LANG, language_problem
+from lira.translation.config import TranslationConfig
+
+SENTENCE_EMBEDDING = "sentence_embedding"
+"""The one output a LiRA model gives (sentence-transformers' ``output_value``)."""
+
+
+class LiRAFeatures(dict):  # type: ignore[type-arg]
+    """The output features of :class:`LiRAModule`: asking for any but ``sentence_embedding``
+    (``output_value="token_embeddings"``) is one line saying what a LiRA model gives."""
+
+    def __missing__(self, key: str) -> Any:
+        raise UserInputError(
+            f"output_value={key!r}: a LiRA model gives one fused vector per text and no "
+            f"{key}; use output_value={SENTENCE_EMBEDDING!r} (the default)"
+        )
 
 
 class LiRAModule(InputModule):
@@ -97,6 +119,12 @@ class LiRAModule(InputModule):
                 "of several languages call encode once per language, or use "
                 "LiRAModel.encode(texts, langs=[...])"
             )
+        why = None if lang is None else language_problem(lang)
+        if why is not None:
+            raise UserInputError(
+                f"lang={lang!r:.24}: {why}; give the texts' ISO 639-1 code (e.g. lang='de'; "
+                "'en' is never translated), or no lang for texts of unknown language"
+            )
         texts = list(inputs)
         return {"lira_texts": texts, "lira_langs": [lang or UNKNOWN_LANG] * len(texts),
                 "lira_kind": kind}  # fmt: skip
@@ -108,14 +136,61 @@ class LiRAModule(InputModule):
                              batch_size=max(len(texts), 1), convert_to_numpy=False)  # fmt: skip
         assert isinstance(z, torch.Tensor)
         dev = next(self.lira.head.parameters()).device
-        return {**features, "sentence_embedding": z.to(dev)}
+        return LiRAFeatures({**features, SENTENCE_EMBEDDING: z.to(dev)})
 
 
 class LiRASentenceTransformer(SentenceTransformer):
-    """``SentenceTransformer`` for LiRA model folders (and any other model): the folder's
-    :data:`MODULE_TYPE` resolves to :class:`LiRAModule` without ``trust_remote_code``."""
+    """``SentenceTransformer`` for LiRA model folders: the folder's :data:`MODULE_TYPE` resolves
+    to :class:`LiRAModule` of the installed package, a class of sentence-transformers' own
+    resolves as usual, and any other class a ``modules.json`` names is refused (never imported,
+    whatever ``trust_remote_code`` says). ``translation``: your translation config, the opt-in
+    to translate texts missing from the model's store when they are encoded
+    (:meth:`lasr.model.LiRAModel.translate_new_texts`)."""
 
     _module_classes: ClassVar[dict[str, type]] = {MODULE_TYPE: LiRAModule}
+
+    def __init__(
+        self, *args: Any, translation: TranslationConfig | None = None, **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        if translation is not None:
+            self.lira.translate_new_texts(translation)
+
+    def _load_module_class_from_ref(self, class_ref: str, model_name_or_path: str,
+                                    *args: Any, **kwargs: Any) -> type:  # fmt: skip
+        """LiRA's module, or a class of sentence-transformers; any other is refused in one line
+        (importing it would run a ``.py`` file the folder chose)."""
+        if class_ref in self._module_classes or class_ref.startswith("sentence_transformers."):
+            return super()._load_module_class_from_ref(
+                class_ref, model_name_or_path, *args, **kwargs
+            )
+        raise CheckpointError(
+            f"{model_name_or_path}: {MODULES_NAME} names the module class {class_ref!r:.120}, "
+            "which is neither LiRA's nor sentence-transformers' own: LiRASentenceTransformer "
+            "never imports code from a model folder; load a folder saved by LiRA (or read the "
+            "folder's code before you trust it)"
+        )
+
+    def _create_model_card(self, path: str, model_name: str | None = None,
+                           *args: Any, **kwargs: Any) -> None:  # fmt: skip
+        """LiRA's own card (:mod:`lasr.model_card`), its snippet loading ``model_name`` (the hub
+        repo of a push) or the folder."""
+        module = self[0]
+        if not isinstance(module, LiRAModule):
+            super()._create_model_card(path, model_name, *args, **kwargs)
+            return
+        lira = module.lira
+        from lasr.folder import CONFIG_NAME
+
+        meta = json.loads((Path(path) / CONFIG_NAME).read_text(encoding="utf-8"))
+        write_card(lira, path, meta, model_name or "")
+
+    def push_to_hub(self, repo_id: str, *args: Any, **kwargs: Any) -> str:  # type: ignore[override]
+        """``SentenceTransformer.push_to_hub``; a failed upload is one line naming the hub repo."""
+        try:
+            return super().push_to_hub(repo_id, *args, **kwargs)
+        except Exception as e:
+            raise hub_error(repo_id, e) from None
 
     @property
     def lira(self) -> LiRAModel:

@@ -19,6 +19,8 @@ from lasr.folder import refuse_foreign_store, require_endpoints, runnable, same_
 from lasr.fusion import GATE_FEATURES, gate_features
 from lira.config import ModelsConfig
 from lira.encoding import check_texts
+from lira.errors import UserInputError
+from lira.languages import UNKNOWN_LANG, language_problem
 from lira.models import Backbone
 from lira.translation.config import Pool, TranslationConfig, TranslatorConfig
 from lira.translation.engine import fill_store
@@ -47,10 +49,6 @@ class StreamModel(Protocol):
     def english_texts(
         self, texts: Sequence[str], langs: Sequence[str], train: bool = False
     ) -> tuple[list[str], Tensor, Tensor]: ...
-
-
-UNKNOWN_LANG = "xx"
-"""Language of texts given without ``langs``: never translated (the store keys on language)."""
 
 
 @dataclass
@@ -92,12 +90,20 @@ class Streams:
 def texts_and_langs(
     texts: Sequence[str], langs: Sequence[str] | None
 ) -> tuple[list[str], list[str]]:
-    """``texts`` and one language per text (unknown when ``langs`` is None), checked."""
+    """``texts`` and one language per text (unknown when ``langs`` is None), checked: each an
+    ISO 639-1 code or :data:`~lira.languages.UNKNOWN_LANG`."""
     texts = list(texts)
     check_texts(texts)
     langs = list(langs) if langs is not None else [UNKNOWN_LANG] * len(texts)
     if len(langs) != len(texts):
         raise ValueError(f"got {len(texts)} texts but {len(langs)} langs; pass one lang per text")
+    for lang in dict.fromkeys(langs):
+        why = None if lang == UNKNOWN_LANG else language_problem(lang)
+        if why is not None:
+            raise UserInputError(
+                f"langs: {why}; give each text's ISO 639-1 code (e.g. de; en is never "
+                f"translated), or {UNKNOWN_LANG!r} (or no langs) for a text of unknown language"
+            )
     return texts, langs
 
 
@@ -217,7 +223,7 @@ def untranslated_note(store: TranslationStore | None, missing: int, total: int) 
     return (
         f"{missing} of {total} non-English texts have no stored translation ({where}); "
         "they are embedded untranslated. If they are sources of your config (queries), "
-        "run `lira translate CONFIG` to fill the store; other texts (e.g. XQuAD-R's "
-        "non-English documents, which the translate stage leaves out) are translated only "
-        "online: load the model with online=True (as `lira eval --mteb` does)"
+        "run `lira translate CONFIG` to fill the store; new texts are translated when the "
+        "model is loaded with your translators: LiRAModel.from_pretrained(folder, "
+        "translation=cfg.translation) (said once per model)"
     )

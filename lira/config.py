@@ -34,6 +34,7 @@ import yaml
 
 from lira.compat import MOVED_KEYS, flat_key
 from lira.errors import LiRAError
+from lira.languages import language_problem
 
 T = TypeVar("T")
 
@@ -235,6 +236,12 @@ class DataConfig:
                 f"{value!r}: write the ISO 639-1 code in "
                 "lower case without spaces (e.g. de), or leave it empty",
             )
+        for key in ("train_languages", "eval_languages", "dev_languages", "query_language",
+                    "corpus_language"):  # fmt: skip
+            value = getattr(self, key)
+            for code in [value] if isinstance(value, str) else value:
+                why = language_problem(code) if code else None
+                check(why is None, key, str(why))
 
 
 @dataclass

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Unpack
 import numpy as np
 
 from lira.encoding import Encoder
+from lira.languages import ISO_639_1, UNKNOWN_LANG
 
 if TYPE_CHECKING:  # mteb is optional (the ``mteb`` extra): its types for annotations only
     from mteb.abstasks.task_metadata import TaskMetadata
@@ -83,10 +84,12 @@ def _iso3_to_1() -> dict[str, str]:
 
 
 def subset_languages(task_metadata: TaskMetadata, hf_subset: str) -> list[str]:
-    """ISO 639-1 codes of the languages of ``hf_subset``, in the task's order."""
+    """ISO 639-1 codes of the languages of ``hf_subset``, in the task's order (a language with
+    none is :data:`~lira.languages.UNKNOWN_LANG`: embedded untranslated)."""
     langs = task_metadata.eval_langs
     langs = langs.get(hf_subset, []) if isinstance(langs, dict) else langs
-    return [iso1(x) for x in langs]
+    codes = [iso1(x) for x in langs]
+    return [c if c in ISO_639_1 else UNKNOWN_LANG for c in codes]
 
 
 def _slug(name: str) -> str:

@@ -160,7 +160,7 @@ def evaluate_lira(cfg: RunConfig, model_dir: Path) -> Evaluation:
     query language over the documents of its language).
     """
     splits = load_splits(cfg.data)
-    model = LiRAModel.from_pretrained(model_dir, translation=cfg.translation)
+    model = LiRAModel.from_pretrained(model_dir, online=False, translation=cfg.translation)
     model.use_run_cache(cfg.output_dir)
     model.cache_streams = True
     cache = EmbeddingCache(model, cfg.eval.batch_size)

@@ -285,3 +285,21 @@ def test_baseline_recipes_are_sections_that_round_trip(tmp_path):
     assert data["clear"]["lr"] == 1e-4 and "recipes" not in data and "clear_lr" not in data
     save_config(cfg, tmp_path / "c.yaml")
     assert load_config(tmp_path / "c.yaml") == cfg
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "named"),
+    [
+        ("train_languages", ["deu"], "'deu' is not an ISO 639-1 language code (use the 2-letter"),
+        ("eval_languages", ["de", "german"], "'german' is not an ISO 639-1 language code"),
+        ("dev_languages", ["xx"], "'xx' is not an ISO 639-1 language code"),
+        ("corpus_language", "eng", "'eng' is not an ISO 639-1 language code"),
+    ],
+)
+def test_data_language_codes_are_iso_639_1(key, value, named):
+    """Issue 52, item 4: ``data.train_languages=[deu]`` was accepted silently."""
+    from lira.config import ConfigError, DataConfig
+
+    with pytest.raises(ConfigError) as e:
+        DataConfig(**{key: value})
+    assert f"'{key}'" in str(e.value) and named in str(e.value) and "\n" not in str(e.value)

@@ -1,9 +1,9 @@
 """Checkpoint manifests and integrity: what a saved folder holds and whether it is intact.
 
 Before a folder is renamed into place, :func:`~lira.checkpoint.folders.atomic_dir` writes a
-manifest (:data:`MANIFEST`: every file, its size and its sha256); :func:`checkpoint_problem`
-says why a folder does not match it (size or checksum), why its JSON / safetensors files do not
-parse or which of its tensors holds NaN/inf. A folder without a manifest, or whose manifest
+manifest (:data:`MANIFEST`: every file but the model card :data:`CARD`, its size and its
+sha256); :func:`checkpoint_problem` says why a folder does not match it (size or checksum), why
+its JSON / safetensors files do not parse or which of its tensors holds NaN/inf. A folder without a manifest, or whose manifest
 lacks a file's sha256, is damaged (LiRA never writes one). :func:`read_meta` reads the metadata
 of a self-describing model folder and checks its format.
 """
@@ -25,6 +25,9 @@ MANIFEST = "lira_manifest.json"
 size in bytes}, "sha256": {relative path: hex digest}} (manifests of format 1 have no
 "sha256")."""
 MANIFEST_FORMAT = "lira-manifest/2"
+CARD = "README.md"
+"""A folder's model card: documentation that no loader reads, so it is left out of the manifest
+and never checked (sentence-transformers writes its own card over it when it saves a model)."""
 
 
 def sha256_file(path: str | Path) -> str:
@@ -37,10 +40,11 @@ def sha256_file(path: str | Path) -> str:
 
 
 def write_manifest(folder: str | Path) -> dict[str, int]:
-    """Record every file of ``folder`` (relative path -> size, and its sha256) in
+    """Record every file of ``folder`` but the card (relative path -> size, and its sha256) in
     :data:`MANIFEST`; returns the sizes."""
     folder = Path(folder)
-    paths = [p for p in sorted(folder.rglob("*")) if p.is_file() and p.name != MANIFEST]
+    skip = {folder / MANIFEST, folder / CARD}
+    paths = [p for p in sorted(folder.rglob("*")) if p.is_file() and p not in skip]
     files = {p.relative_to(folder).as_posix(): p.stat().st_size for p in paths}
     sums = {p.relative_to(folder).as_posix(): sha256_file(p) for p in paths}
     doc = {"format": MANIFEST_FORMAT, "files": files, "sha256": sums}
@@ -112,6 +116,8 @@ def checkpoint_problem(folder: str | Path, verify: bool = False) -> str | None:
     except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError, RecursionError):
         return f"{MANIFEST} is damaged"
     for rel, size in items:
+        if rel == CARD:  # older manifests list the card: it may have been rewritten since
+            continue
         p = folder / rel
         if not p.is_file():
             return f"{rel} is missing"
@@ -121,7 +127,7 @@ def checkpoint_problem(folder: str | Path, verify: bool = False) -> str | None:
             return f"{rel} has no sha256 in {MANIFEST}"
     if verify:
         for rel, digest in sums.items():
-            if (folder / rel).is_file() and sha256_file(folder / rel) != digest:
+            if rel != CARD and (folder / rel).is_file() and sha256_file(folder / rel) != digest:
                 return f"{rel} does not match its sha256 in {MANIFEST} (its bytes changed)"
     for p in sorted(folder.rglob("*")):
         if not p.is_file():

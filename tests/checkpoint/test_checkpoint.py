@@ -447,6 +447,28 @@ def test_manifest_records_a_sha256_per_file(tmp_path):
     assert doc["sha256"]["meta.json"] == hashlib.sha256(blob).hexdigest()
 
 
+def test_the_model_card_is_outside_the_manifest(tmp_path):
+    """Issue 52: the card (README.md) is documentation no loader reads; sentence-transformers
+    rewrites it when it saves a model, so it is never listed nor checked, even by an older
+    manifest that lists it. Every other file stays checked."""
+    from lira.checkpoint.manifest import write_manifest
+
+    d = tmp_path / "model"
+    d.mkdir()
+    (d / "README.md").write_text("# card\n")
+    (d / "meta.json").write_text("{}")
+    write_manifest(d)
+    doc = json.loads((d / MANIFEST).read_text())
+    assert set(doc["files"]) == set(doc["sha256"]) == {"meta.json"}
+    (d / "README.md").write_text("# another card, longer\n")
+    assert checkpoint_problem(d, verify=True) is None
+    doc["files"]["README.md"], doc["sha256"]["README.md"] = 7, "0" * 64  # an older manifest
+    (d / MANIFEST).write_text(json.dumps(doc))
+    assert checkpoint_problem(d, verify=True) is None
+    (d / "meta.json").write_text("{ }")
+    assert checkpoint_problem(d) == "meta.json has 3 bytes, the manifest says 2"
+
+
 def test_a_file_named_like_the_checkpoint_folder_is_one_line(tmp_path):
     step_dir(tmp_path, 3).write_text("not a folder")
     with pytest.raises(CheckpointError, match=r"step-00000003 is a file, not a folder; move"):

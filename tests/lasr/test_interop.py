@@ -130,7 +130,7 @@ def test_the_model_card_says_what_the_model_is(saved):
     assert card.startswith("---\n") and "library_name: sentence-transformers" in card
     assert "- de\n" in card  # languages in the front matter
     assert "sentence-transformers/all-MiniLM-L6-v2" in card  # demo:minilm in hub terms
-    assert "xquad-r" in card and '"ndcg@10": 0.5' in card  # data and metrics
+    assert "xquad-r" in card and "| ndcg@10 | 0.5 |" in card  # data and metrics (a table)
     assert "A foreign query uses" in card and "| foreign query |" in card  # block weights
     assert '"fusion_dim": 32' in card  # the training config
 
@@ -224,3 +224,181 @@ def test_a_zero_english_weight_skips_the_translator_and_says_so_once(saved, capl
     fused.head.set_weights(table)
     torch.nn.init.normal_(fused.head.delta.weight, std=0.05)
     assert not fused.translation_unused("query")
+
+
+# ------------------------------------------------------------------------ issue 52: round trips
+def _st_saved(folder, dest, plain=False):
+    """``folder`` loaded through sentence-transformers and saved again to ``dest`` by it."""
+    from sentence_transformers import SentenceTransformer
+
+    from lasr.st_module import LiRASentenceTransformer
+
+    st = (SentenceTransformer(str(folder), device="cpu", trust_remote_code=True) if plain
+          else LiRASentenceTransformer(str(folder), device="cpu"))  # fmt: skip
+    st.save(str(dest))
+    return st
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["LiRASentenceTransformer", "plain-st"])
+def test_a_folder_saved_through_sentence_transformers_loads_again(saved, tmp_path, plain):
+    """Issue 52, item 1: ST's save writes its own card after LiRA's manifest; the card is outside
+    the manifest, so the folder loads (through ST and LiRA) and embeds identically, and its
+    integrity checks still hold (a flipped weight byte is refused)."""
+    from lasr.st_module import LiRASentenceTransformer
+    from lira.checkpoint.manifest import checkpoint_problem
+    from lira.errors import CheckpointError
+
+    model, folder, texts, langs, want = saved
+    dest = tmp_path / "resaved"
+    _st_saved(folder, dest, plain)
+    assert checkpoint_problem(dest, verify=True) is None
+    again = LiRASentenceTransformer(str(dest), device="cpu")
+    assert np.abs(again.encode(DE, lang="de") - model.encode(DE, ["de", "de"])).max() <= 1e-6
+    got = LiRAModel.from_pretrained(dest).encode(texts, langs)
+    assert np.abs(got - want["query"]).max() <= 1e-6
+    head = bytearray((dest / "head.safetensors").read_bytes())
+    head[-3] ^= 0x01
+    (dest / "head.safetensors").write_bytes(bytes(head))
+    with pytest.raises(CheckpointError, match=r"head\.safetensors does not match its sha256"):
+        LiRAModel.from_pretrained(dest)
+
+
+def test_push_to_hub_through_sentence_transformers_uploads_a_folder_that_loads(
+    saved, tmp_path, monkeypatch
+):
+    """Issue 52, item 1: ST's push_to_hub (a fake HfApi) uploads a folder LiRA loads, its card
+    naming the hub repo."""
+    import sentence_transformers.base.model as st_model
+
+    from lasr.st_module import LiRASentenceTransformer
+
+    _, folder, texts, langs, want = saved
+    uploaded = tmp_path / "uploaded"
+
+    class FakeApi:
+        def __init__(self, token=None):
+            pass
+
+        def create_repo(self, repo_id, **kw):
+            return type("Url", (), {"repo_id": repo_id})()
+
+        def upload_folder(self, repo_id, folder_path, **kw):
+            shutil.copytree(folder_path, uploaded)
+            return type("Info", (), {"commit_url": "https://hub.invalid/commit/1"})()
+
+    st = LiRASentenceTransformer(str(folder), device="cpu")
+    monkeypatch.setattr(st_model, "HfApi", FakeApi)
+    monkeypatch.setattr(st_model, "load_file_path", lambda *a, **k: None)  # no card on the hub
+    assert st.push_to_hub("someone/lira-demo") == "https://hub.invalid/commit/1"
+    assert (
+        np.abs(LiRAModel.from_pretrained(uploaded).encode(texts, langs) - want["query"]).max()
+        <= 1e-6
+    )
+    assert "LiRASentenceTransformer('someone/lira-demo')" in (uploaded / "README.md").read_text()
+
+
+@pytest.mark.parametrize("lang", ["xx", "deu", "De"])
+def test_sentence_transformers_refuses_an_unknown_lang_in_one_line(saved, lang):
+    """Issue 52, item 3: ``lang="xx"`` was accepted (and embedded untranslated)."""
+    from lasr.st_module import LiRASentenceTransformer
+    from lira.errors import UserInputError
+
+    st = LiRASentenceTransformer(str(saved[1]), device="cpu")
+    with pytest.raises(UserInputError, match=r"is not an ISO 639-1") as e:
+        st.encode(DE, lang=lang)
+    assert "\n" not in str(e.value)
+
+
+def test_token_embeddings_are_refused_in_one_line(saved):
+    """Issue 52, item 5: ``output_value="token_embeddings"`` was a bare KeyError."""
+    from lasr.st_module import LiRASentenceTransformer
+    from lira.errors import UserInputError
+
+    st = LiRASentenceTransformer(str(saved[1]), device="cpu")
+    with pytest.raises(UserInputError, match="output_value='token_embeddings': a LiRA model"):
+        st.encode(DE, lang="de", output_value="token_embeddings")
+    every = st.encode(DE, lang="de", output_value=None)  # every output: the vectors are there
+    assert every[0]["sentence_embedding"].shape == (saved[0].dim,)
+
+
+def test_push_to_hub_offline_is_one_line_naming_the_hub(saved, monkeypatch):
+    """Issue 52, item 5: an upload that cannot reach the hub (a closed local port here) was a
+    bare httpx ConnectError."""
+    import huggingface_hub.constants
+
+    from lasr.st_module import LiRASentenceTransformer
+    from lira.errors import LiRAError
+
+    model, folder, _, _, _ = saved
+    monkeypatch.setattr(huggingface_hub.constants, "ENDPOINT", "http://127.0.0.1:9")
+    monkeypatch.setenv("HF_TOKEN", "hf_fake")
+    st = LiRASentenceTransformer(str(folder), device="cpu")
+    for push in (model.push_to_hub, st.push_to_hub):
+        with pytest.raises(LiRAError) as e:
+            push("someone/lira-demo")
+        msg = str(e.value)
+        assert msg.startswith("could not upload to the Hugging Face Hub repo 'someone/lira-demo'")
+        assert "\n" not in msg and "HF_TOKEN" in msg
+
+
+# ------------------------------------------------------------------------ issue 52, item 2: card
+def test_the_cards_snippet_runs_as_pasted_and_its_front_matter_is_complete(saved):
+    """The card's first code block, run in a fresh interpreter, loads the folder by its own path
+    and prints similarities; the front matter names base_model (h by hub id), datasets, license
+    and a model-index of the rounded validation results."""
+    import re
+    import subprocess
+    import sys
+
+    import yaml
+
+    _, folder, _, _, _ = saved
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    front = yaml.safe_load(card.split("---\n")[1])
+    assert front["base_model"] == ["sentence-transformers/all-MiniLM-L6-v2"]
+    assert front["datasets"] == ["google-research-datasets/xquad_r"]
+    assert front["license"] == "apache-2.0"
+    result = front["model-index"][0]["results"][0]
+    assert result["metrics"][0] == {"type": "ndcg_at_10", "value": 0.5, "name": "ndcg@10"}
+    assert result["dataset"]["split"] == "validation"
+    assert "| retrieval ndcg@10 |" not in card and "| ndcg@10 |" in card  # a table, not JSON
+    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    assert str(folder.resolve()) in snippet and "FOLDER_OR_HUB_ID" not in card
+    assert "tasks=[...]" not in card and "texts," not in card
+    out = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True,
+                         timeout=600, cwd=folder.parent)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "tensor([[" in out.stdout
+
+
+# ------------------------------------------------------------------------ issue 51, item 2
+EVIL = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\nclass Evil:\n    pass\n"
+
+
+@pytest.mark.parametrize("trust", [False, True], ids=["no-flag", "trust_remote_code"])
+def test_a_folders_own_python_never_runs_through_lira_sentence_transformer(saved, tmp_path,
+                                                                            trust):  # fmt: skip
+    """A folder whose modules.json names a class in a .py file beside it (plain
+    ``SentenceTransformer(folder, trust_remote_code=True)`` imports and runs it): refused in one
+    line naming modules.json and the class, the file never imported, whatever the flag; a
+    ``.py`` shadowing LiRA's own module path is never read either."""
+    from lasr.st_module import LiRASentenceTransformer
+    from lira.errors import CheckpointError
+
+    _, folder, _, _, _ = saved
+    hostile = tmp_path / "hostile"
+    shutil.copytree(folder, hostile)
+    marker = tmp_path / "marker"
+    (hostile / "evil.py").write_text(EVIL.format(marker=str(marker)))
+    (hostile / "lasr").mkdir()
+    (hostile / "lasr" / "st_module.py").write_text(EVIL.format(marker=str(marker)))
+    (hostile / "lasr.st_module.py").write_text(EVIL.format(marker=str(marker)))
+    st = LiRASentenceTransformer(str(hostile), device="cpu", trust_remote_code=trust)
+    assert st.lira.dim == saved[0].dim and not marker.exists()  # LiRA's class, installed
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "evil.Evil"}]
+    (hostile / "modules.json").write_text(json.dumps(modules))
+    with pytest.raises(CheckpointError) as e:
+        LiRASentenceTransformer(str(hostile), device="cpu", trust_remote_code=trust)
+    msg = str(e.value)
+    assert "modules.json names the module class 'evil.Evil'" in msg and "\n" not in msg
+    assert not marker.exists()

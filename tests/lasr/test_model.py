@@ -220,8 +220,9 @@ def test_lasr_streams_never_use_train_only_references(stack):
 
 
 def test_encode_warns_how_many_texts_are_embedded_untranslated(stack, caplog):
-    """Texts without a stored translation: one warning per encode naming how many of the
-    non-English texts (English ones are not counted), the store and `lira translate`."""
+    """Texts without a stored translation: one warning per model (issue 52: it was said on every
+    encode) naming how many of the non-English texts (English ones are not counted), the store,
+    `lira translate` and the opt-in that translates new texts."""
     import logging
 
     model, store, _ = stack
@@ -232,10 +233,13 @@ def test_encode_warns_how_many_texts_are_embedded_untranslated(stack, caplog):
     assert len(notes) == 1, notes
     assert notes[0].startswith("2 of 3 non-English texts have no stored translation")
     assert str(store.path) in notes[0] and "lira translate CONFIG" in notes[0]
+    assert "translation=cfg.translation" in notes[0]  # how to translate new texts
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="lasr.model"):
         model.encode(DE, ["de", "de"])  # every text translated: no warning
+        model.encode(texts, ["de", "de", "de", "en"])  # issue 52: said once per model
     assert not [r for r in caplog.records if "untranslated" in r.getMessage()]
+    assert model.missing_translations >= 4  # the counts keep adding up
 
 
 # ------------------------------------------------------------- a model folder sends no secrets
@@ -635,3 +639,52 @@ def test_compare_holds_one_h_and_encodes_each_text_once(stack, tmp_path, monkeyp
     z = rows[encoders.LIRA].encode(docs, ["en"] * len(docs), kind="document", part="translation")
     assert sorted(seen) == sorted(docs)  # each text once, though both rows embed all three
     np.testing.assert_allclose(z, h, atol=1e-6)  # English is not translated: LiRA's e_en is h
+
+
+# ------------------------------------------------- issue 52, item 3: new text translated, opt-in
+NEW = ["Ein Satz, der nicht im Speicher steht."]
+
+
+def test_new_text_is_translated_when_the_caller_passes_translation(
+    stack, tmp_path, server, monkeypatch
+):
+    """``from_pretrained(folder, translation=cfg.translation)`` is the one call that translates
+    new text (the caller's translator of the folder's translator name, into the folder's working
+    store); without it the text is embedded untranslated, exactly as with no language."""
+    monkeypatch.setenv("LIRA_STORE_CACHE", str(tmp_path / "cache"))  # a fresh working copy
+    folder = tmp_path / "lira"
+    _saved_online_model(stack, folder, "http://127.0.0.1:9/v1")
+    stored = LiRAModel.from_pretrained(folder, load_store=False, store=TranslationStore(
+        tmp_path / "empty.sqlite"))  # fmt: skip
+    plain = stored.encode(NEW, ["de"])
+    assert np.abs(plain - stored.encode(NEW)).max() < 1e-6 and stored.missing_translations == 1
+    m = LiRAModel.from_pretrained(folder, translation=_online_pool(server.url))
+    z = m.encode(NEW, ["de"])
+    assert server.prompts("mt-fake") and m.missing_translations == 0
+    assert m.candidates(NEW, ["de"])[0][0].translator == "fake"
+    assert np.abs(z - plain).max() > 1e-4  # the translation changed the vector
+    offline = LiRAModel.from_pretrained(folder, online=False, translation=_online_pool(server.url))
+    assert not offline.online
+
+
+def test_new_text_is_translated_through_sentence_transformers(stack, tmp_path, server, monkeypatch):
+    from lasr.st_module import LiRASentenceTransformer
+
+    monkeypatch.setenv("LIRA_STORE_CACHE", str(tmp_path / "cache"))
+    folder = tmp_path / "lira"
+    _saved_online_model(stack, folder, "http://127.0.0.1:9/v1")
+    st = LiRASentenceTransformer(str(folder), device="cpu", translation=_online_pool(server.url))
+    z = st.encode(NEW, lang="de")
+    assert server.prompts("mt-fake") and st.lira.missing_translations == 0
+    want = LiRAModel.from_pretrained(folder, translation=_online_pool(server.url))
+    assert np.abs(z - want.encode(NEW, ["de"])).max() < 1e-6
+
+
+@pytest.mark.parametrize("lang", ["xx ", "deu", "DE", "german"])
+def test_an_unknown_language_code_is_one_line(stack, lang):
+    from lira.errors import UserInputError
+
+    model, _, _ = stack
+    with pytest.raises(UserInputError, match="is not an ISO 639-1") as e:
+        model.encode(DE[:1], [lang])
+    assert "\n" not in str(e.value) and "e.g. de" in str(e.value)
