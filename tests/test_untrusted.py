@@ -361,7 +361,7 @@ def test_a_pickled_or_remote_code_model_is_one_line_and_runs_nothing(models_conf
     (rc / "config.json").write_text(json.dumps(conf))
     (rc / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('pwned')\n")
     for folder, pattern in ((pk, "is a pickle holding more than tensors"),
-                            (rc, r"needs its own Python code \(trust_remote_code\)")):  # fmt: skip
+                            (rc, r"needs its own Python code \(config.json: auto_map")):  # fmt: skip
         with pytest.raises(UserInputError, match=pattern):
             load_backbone(dataclasses.replace(models_config, backbone=str(folder)))
     assert not marker.exists()
