@@ -153,6 +153,14 @@ def _flip_weights(d: Path) -> None:
     _flip(d / "model.safetensors")
 
 
+def _unlist_weights(d: Path) -> None:
+    """Issue 51, item 3: a flipped byte, and the file's entry taken out of the manifest."""
+    _flip(d / "model.safetensors")
+    doc = json.loads((d / MANIFEST).read_text())
+    del doc["files"]["model.safetensors"], doc["sha256"]["model.safetensors"]
+    (d / MANIFEST).write_text(json.dumps(doc))
+
+
 def _truncate_meta(d: Path) -> None:
     f = d / "lira_baseline.json"
     f.write_bytes(f.read_bytes()[:20])
@@ -164,10 +172,11 @@ def _truncate_meta(d: Path) -> None:
     [
         (_nan_weights, r"model.safetensors: tensor .* holds NaN or inf"),
         (_flip_weights, r"model.safetensors does not match its sha256"),
+        (_unlist_weights, r"model.safetensors is not listed in lira_manifest.json"),
         (_truncate_meta, r"lira_baseline.json is not valid JSON"),
         (_drop_manifest, r"lira_manifest.json is missing"),
     ],
-    ids=["all-nan", "flipped-byte", "truncated-meta", "no-manifest"],
+    ids=["all-nan", "flipped-byte", "unlisted-weights", "truncated-meta", "no-manifest"],
 )
 def test_a_damaged_baseline_folder_is_one_line(baseline_folder, tmp_path, damage, pattern):
     import re
