@@ -6,6 +6,13 @@ fingerprint, d_g, max length, level, S for token-level g, text), so repeated epo
 evaluations encode nothing and a different encoder, checkpoint or text misses. For a
 token-level g the pooled bins [S, d_g] are stored (cheap: S rows, not L), for a sentence-level
 g the vector [1, d]. A g that is being trained (full or LoRA) never uses the cache.
+
+A row depends on its text only, never on the cache's history: every missing text is encoded on
+its own (a batch of one, so no other text's padding or batch shape changes its floats), and a
+cold cache, a warm one and one a killed run began to fill give the same rows bit for bit, hence
+the same training. Each row carries a checksum (:func:`row_checksum`) of its key and bytes: a
+row whose bytes changed (a same-size overwrite, a row swapped with another) or that an older
+LiRA wrote without one (batched) is a miss, computed again and replaced, never trained on.
 """
 
 from __future__ import annotations
@@ -80,9 +87,18 @@ CREATE TABLE IF NOT EXISTS g_embeddings (
     rows INTEGER NOT NULL,
     dim INTEGER NOT NULL,
     vec BLOB NOT NULL,
-    created REAL NOT NULL
+    created REAL NOT NULL,
+    checksum TEXT
 );
 """
+
+
+def row_checksum(key: str, rows: int, dim: int, blob: bytes) -> str:
+    """sha256 (hex, 32 digits) of a row's key, shape and bytes: what :meth:`GEmbeddingCache.get`
+    checks before it trusts a stored row."""
+    h = hashlib.sha256(f"{key}\x1f{rows}\x1f{dim}\x1f".encode())
+    h.update(blob)
+    return h.hexdigest()[:32]
 
 
 class GCacheError(LiRAError, RuntimeError):
@@ -116,6 +132,9 @@ class GEmbeddingCache:
             self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.executescript(_SCHEMA)
+            columns = [r[1] for r in self._conn.execute("PRAGMA table_info(g_embeddings)")]
+            if "checksum" not in columns:  # a cache of an older LiRA: its rows are all misses
+                self._conn.execute("ALTER TABLE g_embeddings ADD COLUMN checksum TEXT")
             self._conn.commit()
         except (OSError, sqlite3.Error) as e:
             raise _cache_error(self.path, e) from None
@@ -126,7 +145,8 @@ class GEmbeddingCache:
         """Rows computed by a process that does not write (:meth:`put`): key -> (array,
         encoder id), stored by the writer at the next :meth:`sync`."""
         self.damaged = 0
-        """Rows read with a damaged blob (wrong size, NaN/inf): recomputed and replaced."""
+        """Rows read damaged (checksum, size, NaN/inf) or without a checksum (written by an older
+        LiRA, in batches): recomputed and replaced."""
 
     def close(self) -> None:
         """Close the connection."""
@@ -141,10 +161,10 @@ class GEmbeddingCache:
             try:
                 for i in range(0, len(uniq), 500):
                     chunk = uniq[i : i + 500]
-                    q = f"SELECT key, rows, dim, vec FROM g_embeddings WHERE key IN ({','.join('?' * len(chunk))})"
-                    for key, rows, dim, blob in self._conn.execute(q, chunk):
+                    q = f"SELECT key, rows, dim, vec, checksum FROM g_embeddings WHERE key IN ({','.join('?' * len(chunk))})"
+                    for key, rows, dim, blob, check in self._conn.execute(q, chunk):
                         vec = _blob_array(blob, rows, dim)
-                        if vec is None:
+                        if vec is None or check != row_checksum(key, rows, dim, blob):
                             damaged += 1
                         else:
                             out[key] = vec
@@ -152,8 +172,9 @@ class GEmbeddingCache:
                 raise _cache_error(self.path, e) from None
         if damaged:
             self.damaged += damaged
-            log.warning("frozen-g cache %s: %d damaged row(s) (wrong size or NaN/inf) are "
-                        "computed again and replaced", self.path, damaged)  # fmt: skip
+            log.warning("frozen-g cache %s: %d damaged row(s) (checksum, size or NaN/inf; or "
+                        "written by an older LiRA) are computed again and replaced", self.path,
+                        damaged)  # fmt: skip
         return out
 
     def put(self, items: dict[str, np.ndarray], enc_id: str) -> None:
@@ -164,15 +185,15 @@ class GEmbeddingCache:
             self.pending.update((k, (v, enc_id)) for k, v in items.items())
             return
         now = time.time()
-        rows = [
-            (k, enc_id, int(v.shape[0]), int(v.shape[1]),
-             np.ascontiguousarray(v, dtype=np.float32).tobytes(), now)
-            for k, v in items.items()
-        ]  # fmt: skip
+        rows = []
+        for k, v in items.items():
+            blob = np.ascontiguousarray(v, dtype=np.float32).tobytes()
+            n, d = int(v.shape[0]), int(v.shape[1])
+            rows.append((k, enc_id, n, d, blob, now, row_checksum(k, n, d, blob)))
         try:
             with self._lock, self._conn:
                 self._conn.executemany(
-                    "INSERT OR REPLACE INTO g_embeddings VALUES (?, ?, ?, ?, ?, ?)", rows
+                    "INSERT OR REPLACE INTO g_embeddings VALUES (?, ?, ?, ?, ?, ?, ?)", rows
                 )
         except sqlite3.Error as e:
             raise _cache_error(self.path, e) from None
@@ -207,8 +228,9 @@ class GEmbeddingCache:
         bins: int | None,
         compute: Callable[[list[str]], Tensor],
     ) -> Tensor:
-        """Cached outputs of ``texts`` stacked [B, rows, d]; misses go through ``compute``
-        (one call, distinct texts only) and are stored. ``bins`` is S for a token-level g."""
+        """Cached outputs of ``texts`` stacked [B, rows, d]; each missing text goes through
+        ``compute`` on its own (a batch of one: its row depends on the text only, never on which
+        texts missed with it) and is stored. ``bins`` is S for a token-level g."""
         keys = [cache_key(enc_id, t, bins) for t in texts]
         found = self.get(keys)
         width = re.search(r"\|d=(\d+)\|", enc_id)
@@ -220,8 +242,11 @@ class GEmbeddingCache:
         self.hits += sum(1 for k in keys if k in found)
         self.misses += len(todo)
         if todo:
-            fresh = compute(todo).detach().float().cpu().numpy()  # [M, rows, d]
-            new = {cache_key(enc_id, t, bins): fresh[i] for i, t in enumerate(todo)}
+            quiet = len(todo) <= 1000
+            new = {
+                cache_key(enc_id, t, bins): compute([t])[0].detach().float().cpu().numpy()
+                for t in tqdm(todo, desc="encode g (frozen, cached)", disable=quiet)
+            }  # each [rows, d]
             self.put(new, enc_id)
             found.update(new)
         return torch.from_numpy(np.stack([found[k] for k in keys]))
@@ -248,22 +273,16 @@ def sentence_rows(
     encoder: nn.Module,
     texts: Sequence[str],
     kind: str,
-    batch_size: int | None = None,
     guard: Callable[[Tensor], Tensor] | None = None,
 ) -> Tensor:
     """A frozen sentence-level g's rows [N, 1, d] of ``kind`` texts through ``cache``, under
-    the one key Arca and "g alone" share; misses are embedded in batches of ``batch_size`` (all
-    in one call when None) and ``guard`` (e.g. NaN replacement) applies to them before storing."""
+    the one key Arca and "g alone" share; misses are embedded one text at a time
+    (:meth:`GEmbeddingCache.pooled`) and ``guard`` (e.g. NaN replacement) applies to them before
+    storing."""
 
     @torch.no_grad()
     def compute(todo: list[str]) -> Tensor:
-        step = batch_size or len(todo)
-        starts = range(0, len(todo), step)
-        parts = [
-            encoder(todo[s : s + step], kind)[0].float()
-            for s in tqdm(starts, desc=f"encode {encoder.name}", disable=len(todo) <= 1000)
-        ]
-        rows = torch.cat(parts)  # [M, 1, d]
+        rows = encoder(todo, kind)[0].float()  # [M, 1, d]
         return guard(rows) if guard is not None else rows
 
     return cache.pooled(texts, kind_id(enc_id, kind), None, compute)
@@ -289,11 +308,12 @@ class CachedGRetriever:
         kind: str = "query",
         batch_size: int = 64,
     ) -> np.ndarray:
-        """[N, d] float32 g vectors of ``kind`` texts (``langs`` is ignored: g is multilingual)."""
+        """[N, d] float32 g vectors of ``kind`` texts (``langs`` is ignored: g is multilingual;
+        ``batch_size`` too: a missing text is encoded on its own, see the module docstring)."""
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        rows = sentence_rows(self.cache, self._id, self.encoder, texts, kind, batch_size)
+        rows = sentence_rows(self.cache, self._id, self.encoder, texts, kind)
         return rows[:, 0].numpy()
 
 
@@ -310,7 +330,7 @@ def critic_g(models: ModelsConfig, output_dir: str | Path) -> Callable[[], tuple
         enc_id = encoder_id(encoder, models.cache_dir)
 
         def encode(texts: list[str]) -> Tensor:
-            return sentence_rows(cache, enc_id, encoder, texts, "query", 64)[:, 0]
+            return sentence_rows(cache, enc_id, encoder, texts, "query")[:, 0]
 
         return encode, str(getattr(encoder, "name", "") or models.encoder)
 

@@ -50,6 +50,7 @@ from lira.checkpoint.state import load_safetensors
 from lira.config import ModelsConfig, from_dict, to_dict
 from lira.errors import CheckpointError, UserInputError
 from lira.models import Backbone, load_backbone, load_encoder, saved_encoder_config
+from lira.models.loading import load_checked
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 
 log = logging.getLogger(__name__)
@@ -427,10 +428,17 @@ class ArcaModel(nn.Module):
         elif mode == "full" and getattr(self.encoder, "level", "token") == "sentence":
             from sentence_transformers import SentenceTransformer
 
-            fresh = SentenceTransformer(str(path / "encoder"), device="cpu")
+            where = str(path / "encoder")
+            fresh = load_checked(
+                lambda: SentenceTransformer(where, device="cpu", trust_remote_code=False),
+                where, where, "minilm",
+            )  # fmt: skip
             self.encoder.model.load_state_dict(fresh.state_dict())
         elif mode == "full":
-            fresh = type(self.encoder.model).from_pretrained(str(path / "encoder"))
+            where, cls = str(path / "encoder"), type(self.encoder.model)
+            fresh = load_checked(
+                lambda: cls.from_pretrained(where, trust_remote_code=False), where, where, "mt5"
+            )
             self.encoder.model.load_state_dict(fresh.state_dict())
 
     @classmethod
@@ -458,7 +466,10 @@ class ArcaModel(nn.Module):
             if mode == "lora":
                 from peft import PeftModel
 
-                encoder.model = PeftModel.from_pretrained(encoder.model, str(path / "encoder"))
+                where, base = str(path / "encoder"), encoder.model
+                encoder.model = load_checked(  # a pickled adapter is one line, never unpickled
+                    lambda: PeftModel.from_pretrained(base, where), where, where, "mt5"
+                )
         if backbone is None and load_backbone_model:
             backbone = load_backbone(models_cfg)
         shared = arca_cfg.objective == "shared"

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -17,6 +18,47 @@ MAX_YAML_NODES = 100_000
 nested anchors holds billions): larger ones are refused before they are built."""
 MAX_YAML_DEPTH = 64
 """Deepest nesting of mappings and lists a config may have."""
+MAX_YAML_ENTRIES = 10_000
+"""Most lines plus commas a config text may have (configs hold a few hundred): a file of tens
+of thousands of keys is refused before the YAML parser spends seconds on it."""
+_QUOTED = re.compile(r"'[^'\n]*'|\"(?:[^\"\\\n]|\\.)*\"")
+_COMMENT = re.compile(r"(?:^|[ \t])#[^\n]*")
+_BRACKET = re.compile(r"[\[\]{}]")
+_DASHES = re.compile(r"(?:-[ \t]+)+")
+
+
+def prescan(text: str, source: str, key: str = "") -> None:
+    """ConfigError, before any parsing, when a config text has more than
+    :data:`MAX_YAML_ENTRIES` lines and commas, or visibly nests deeper than
+    :data:`MAX_YAML_DEPTH` levels (flow brackets, or block indentation and ``- `` markers,
+    outside quotes and comments). Linear and cheap: a hostile file is refused in milliseconds;
+    what it lets through is still checked exactly after parsing (:func:`_too_big`)."""
+    entries = text.count("\n") + text.count(",")
+    if entries > MAX_YAML_ENTRIES:
+        raise ConfigError(
+            key,
+            f"{source} has {entries} lines and commas, more than a config holds "
+            f"({MAX_YAML_ENTRIES}); point to the right file",
+        )
+    plain = _COMMENT.sub("", _QUOTED.sub("''", text))
+    depth = deepest = 0
+    for m in _BRACKET.finditer(plain):  # flow style: [ [ [ ... or {a: {a: ...
+        depth = depth + 1 if m.group() in "[{" else max(depth - 1, 0)
+        deepest = max(deepest, depth)
+    indents = [-1]
+    for line in plain.splitlines():  # block style: one level per deeper indentation
+        body = line.lstrip(" ")
+        if not body:
+            continue
+        indent = len(line) - len(body)
+        while indents[-1] >= indent:
+            indents.pop()
+        indents.append(indent)
+        dashes = _DASHES.match(body)  # "- - - x": a list in a list on one line
+        levels = len(indents) - 1 + (dashes.group().count("-") if dashes else 0)
+        deepest = max(deepest, levels)
+    if deepest > MAX_YAML_DEPTH:
+        raise ConfigError(key, f"{source} nests deeper than {MAX_YAML_DEPTH} levels; flatten it")
 
 
 def _too_big(root: yaml.Node, source: str) -> None:
@@ -99,15 +141,17 @@ _NOT_PLAIN = {
 
 
 def load_yaml(text: str, source: str, key: str = "") -> Any:
-    """Parse config YAML safely: at most :data:`MAX_YAML_BYTES`, :data:`MAX_YAML_NODES` values
-    (aliases expanded) and :data:`MAX_YAML_DEPTH` levels, JSON types only; else ConfigError
-    naming ``source`` (and the dotted ``key`` under which the text sits)."""
+    """Parse config YAML safely: at most :data:`MAX_YAML_BYTES`, :data:`MAX_YAML_ENTRIES` lines
+    and commas, :data:`MAX_YAML_NODES` values (aliases expanded) and :data:`MAX_YAML_DEPTH`
+    levels (refused before parsing when visible in the text: :func:`prescan`), JSON types only;
+    else ConfigError naming ``source`` (and the dotted ``key`` under which the text sits)."""
     if len(text) > MAX_YAML_BYTES:
         raise ConfigError(
             key,
             f"{source} has {len(text)} characters, more than a config holds "
             f"({MAX_YAML_BYTES}); point to the right file",
         )
+    prescan(text, source, key)
     loader = yaml.SafeLoader(text)
     try:
         root = loader.get_single_node()

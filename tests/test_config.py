@@ -303,3 +303,41 @@ def test_data_language_codes_are_iso_639_1(key, value, named):
     with pytest.raises(ConfigError) as e:
         DataConfig(**{key: value})
     assert f"'{key}'" in str(e.value) and named in str(e.value) and "\n" not in str(e.value)
+
+
+HOSTILE = {
+    "10k-deep-flow": "a: " + "[" * 10_000 + "]" * 10_000 + "\n",
+    "10k-deep-map": "a: " + "{a: " * 10_000 + "1" + "}" * 10_000 + "\n",
+    "10k-deep-dashes": "a:\n" + "- " * 10_000 + "1\n",
+    "200-deep-block": "".join(" " * i + f"k{i}:\n" for i in range(200)) + " " * 200 + "x: 1\n",
+    "45k-keys": "".join(f"k{i}: {i}\n" for i in range(45_000)),
+    "45k-flow-keys": "{" + ", ".join(f"k{i}: {i}" for i in range(45_000)) + "}\n",
+}
+
+
+@pytest.mark.parametrize("text", list(HOSTILE.values()), ids=list(HOSTILE))
+def test_hostile_yaml_is_refused_before_parsing_in_under_a_second(tmp_path, monkeypatch, text):
+    """Issue 51, item 7: depth and key counts are refused by a cheap scan of the text (the
+    parser took 29 s and 83 s on such files); the YAML parser never starts."""
+    import time
+
+    import lira.config_yaml
+
+    def no_parser(*a, **k):
+        raise AssertionError("the YAML parser ran")
+
+    monkeypatch.setattr(lira.config_yaml.yaml, "SafeLoader", no_parser)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text, encoding="utf-8")
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=r"nests deeper than 64 levels|more than a config holds"):
+        load_config(cfg)
+    assert time.perf_counter() - start < 1.0
+
+
+def test_the_prescan_lets_every_shipped_config_through():
+    from lira.config_yaml import prescan
+
+    for f in sorted((Path(__file__).resolve().parents[1] / "configs").rglob("*.yaml")):
+        prescan(f.read_text(encoding="utf-8"), str(f))
+    prescan("prompt: 'a [[[[ { ' # [[[[ a comment\nlist: [a, [b, {c: d}]]\n", "c.yaml")

@@ -153,6 +153,14 @@ def _flip_weights(d: Path) -> None:
     _flip(d / "model.safetensors")
 
 
+def _unlist_weights(d: Path) -> None:
+    """Issue 51, item 3: a flipped byte, and the file's entry taken out of the manifest."""
+    _flip(d / "model.safetensors")
+    doc = json.loads((d / MANIFEST).read_text())
+    del doc["files"]["model.safetensors"], doc["sha256"]["model.safetensors"]
+    (d / MANIFEST).write_text(json.dumps(doc))
+
+
 def _truncate_meta(d: Path) -> None:
     f = d / "lira_baseline.json"
     f.write_bytes(f.read_bytes()[:20])
@@ -164,10 +172,11 @@ def _truncate_meta(d: Path) -> None:
     [
         (_nan_weights, r"model.safetensors: tensor .* holds NaN or inf"),
         (_flip_weights, r"model.safetensors does not match its sha256"),
+        (_unlist_weights, r"model.safetensors is not listed in lira_manifest.json"),
         (_truncate_meta, r"lira_baseline.json is not valid JSON"),
         (_drop_manifest, r"lira_manifest.json is missing"),
     ],
-    ids=["all-nan", "flipped-byte", "truncated-meta", "no-manifest"],
+    ids=["all-nan", "flipped-byte", "unlisted-weights", "truncated-meta", "no-manifest"],
 )
 def test_a_damaged_baseline_folder_is_one_line(baseline_folder, tmp_path, damage, pattern):
     import re
@@ -299,7 +308,7 @@ def test_a_damaged_g_cache_row_is_computed_again(tmp_path, caplog):
         db.execute("UPDATE g_embeddings SET vec=? WHERE key=?", (b"\0" * 6, cache_key(enc, "b")))
         db.execute("UPDATE g_embeddings SET rows=2 WHERE key=?", (cache_key(enc, "c"),))
     out = cache.pooled(["a", "b", "c"], enc, None, compute)
-    assert calls[-1] == ["a", "b", "c"] and torch.equal(out, torch.ones(3, 1, 4))
+    assert calls[-3:] == [["a"], ["b"], ["c"]] and torch.equal(out, torch.ones(3, 1, 4))
     assert cache.damaged == 3 and "3 damaged row(s)" in caplog.text
     calls.clear()
     cache.pooled(["a", "b", "c"], enc, None, compute)  # replaced: read from the cache again
@@ -361,7 +370,7 @@ def test_a_pickled_or_remote_code_model_is_one_line_and_runs_nothing(models_conf
     (rc / "config.json").write_text(json.dumps(conf))
     (rc / "evil.py").write_text(f"open({str(marker)!r}, 'w').write('pwned')\n")
     for folder, pattern in ((pk, "is a pickle holding more than tensors"),
-                            (rc, r"needs its own Python code \(trust_remote_code\)")):  # fmt: skip
+                            (rc, r"needs its own Python code \(config.json: auto_map")):  # fmt: skip
         with pytest.raises(UserInputError, match=pattern):
             load_backbone(dataclasses.replace(models_config, backbone=str(folder)))
     assert not marker.exists()

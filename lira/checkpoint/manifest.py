@@ -3,8 +3,12 @@
 Before a folder is renamed into place, :func:`~lira.checkpoint.folders.atomic_dir` writes a
 manifest (:data:`MANIFEST`: every file but the model card :data:`CARD`, its size and its
 sha256); :func:`checkpoint_problem` says why a folder does not match it (size or checksum), why
-its JSON / safetensors files do not parse or which of its tensors holds NaN/inf. A folder without a manifest, or whose manifest
-lacks a file's sha256, is damaged (LiRA never writes one). :func:`read_meta` reads the metadata
+its JSON / safetensors files do not parse or which of its tensors holds NaN/inf. A folder without
+a manifest, whose manifest lacks a file's sha256, or that holds a file its manifest does not
+list, is damaged (LiRA never writes one): the manifest is the list of what loads. The card, which
+sentence-transformers rewrites when it saves and no loader reads, hidden files
+(``.gitattributes``, a hub download's ``.cache/``) and sub-folders' own manifests (checked when
+that sub-folder loads) are not listed. :func:`read_meta` reads the metadata
 of a self-describing model folder and checks its format.
 """
 
@@ -95,11 +99,28 @@ def safetensors_problem(path: Path) -> str | None:
     return None
 
 
+def unlisted_file(folder: Path, listed: set[str]) -> str | None:
+    """The first file under ``folder`` (relative path) that ``listed`` lacks, skipping the model
+    card, hidden paths and sub-folders' own :data:`MANIFEST`; None when every file is listed."""
+    for p in sorted(folder.rglob("*")):
+        rel = p.relative_to(folder).as_posix()
+        hidden = any(part.startswith(".") for part in rel.split("/"))
+        if (
+            p.name != MANIFEST
+            and rel != CARD
+            and not hidden
+            and rel not in listed
+            and not p.is_dir()
+        ):
+            return rel
+    return None
+
+
 def checkpoint_problem(folder: str | Path, verify: bool = False) -> str | None:
     """Why ``folder`` is not a complete checkpoint, or None when it looks intact.
 
-    Checks the manifest (every listed file present with its size), that every JSON file
-    parses and that every safetensors file's header matches its size. Cheap: no hashing.
+    Checks the manifest (every listed file present with its size and sha256, every file
+    present listed: :func:`unlisted_file`), that every JSON file parses and that every safetensors file's header matches its size. Cheap: no hashing.
     With ``verify`` (before a checkpoint is trusted: resume, load) also every file's sha256
     against the manifest and that every floating-point tensor is finite.
     """
@@ -125,6 +146,9 @@ def checkpoint_problem(folder: str | Path, verify: bool = False) -> str | None:
             return f"{rel} has {p.stat().st_size} bytes, the manifest says {size}"
         if rel not in sums:
             return f"{rel} has no sha256 in {MANIFEST}"
+    extra = unlisted_file(folder, {rel for rel, _ in items})
+    if extra is not None:
+        return f"{extra} is not listed in {MANIFEST} (LiRA did not write it, so it is never loaded)"
     if verify:
         for rel, digest in sums.items():
             if rel != CARD and (folder / rel).is_file() and sha256_file(folder / rel) != digest:

@@ -229,7 +229,9 @@ def _hf_table(path: Path, name: str, split: str) -> tuple[Path, list[tuple[int, 
     for f in candidates:
         if f.is_file():
             try:
-                ds = load_dataset(_SUFFIXES[f.suffix], data_files=str(f), split="train")
+                ds = load_dataset(
+                    _SUFFIXES[f.suffix], data_files=str(f), split="train", trust_remote_code=False
+                )
                 return f, [(i, dict(r)) for i, r in enumerate(ds, start=1)]
             except _hf_errors() as e:
                 raise _hf_error(f, e) from e

@@ -226,7 +226,12 @@ def _load_st_backbone(cfg: ModelsConfig, where: str, device: str | torch.device 
     from sentence_transformers import SentenceTransformer
 
     on = str(device) if device is not None else "cpu"
-    st = load_checked(lambda: SentenceTransformer(where, device=on), cfg.backbone, where, "minilm")
+    st = load_checked(
+        lambda: SentenceTransformer(where, device=on, trust_remote_code=False),
+        cfg.backbone,
+        where,
+        "minilm",
+    )
     first = st[0]
     if not hasattr(first, "auto_model"):
         raise ValueError(

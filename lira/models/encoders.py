@@ -216,7 +216,12 @@ def load_sentence_transformer(cfg: ModelsConfig) -> SentenceEncoder:
     if not local.exists() and ref.startswith(("/", "./", "../", "~")):
         raise FileNotFoundError(f"sentence-transformers folder {local} does not exist")
     where = str(local) if local.exists() else path
-    model = load_checked(lambda: SentenceTransformer(where, device="cpu"), ref, where, "minilm")
+    model = load_checked(
+        lambda: SentenceTransformer(where, device="cpu", trust_remote_code=False),
+        ref,
+        where,
+        "minilm",
+    )
     model.max_seq_length = cfg.encoder_max_length
     dim = st_dimension(model)
     enc = SentenceEncoder(

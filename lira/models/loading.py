@@ -121,15 +121,76 @@ class Pretrained(Protocol):
 
 
 def _load(cls: Pretrained, path: str, ref: str, suggest: str, **kwargs: object) -> Any:
-    """``cls.from_pretrained(path)``, naming the fix when the hub cannot provide ``ref`` (the
-    result's type is whatever ``cls`` loads)."""
-    return load_checked(lambda: cls.from_pretrained(path, **kwargs), ref, path, suggest)
+    """``cls.from_pretrained(path, trust_remote_code=False)``, naming the fix when the hub cannot
+    provide ``ref`` (the result's type is whatever ``cls`` loads)."""
+    return load_checked(
+        lambda: cls.from_pretrained(path, trust_remote_code=False, **kwargs), ref, path, suggest
+    )
+
+
+CODE_CONFIGS = (
+    "config.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+    "processor_config.json",
+    "feature_extractor_config.json",
+    "image_processor_config.json",
+    "video_preprocessor_config.json",
+    "adapter_config.json",
+)
+"""The JSON files of a model folder whose ``auto_map`` makes transformers import the folder's
+own Python modules."""
+
+
+def remote_code_key(folder: str | Path) -> str | None:
+    """``<file>: <key> ...`` when a local model folder (or a sub-folder of it) asks for its own
+    Python code: an ``auto_map`` in a config transformers reads, or a sentence-transformers
+    module class outside ``sentence_transformers``; None otherwise (and for a hub id)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        return None
+    for where in (folder, *sorted(p for p in folder.iterdir() if p.is_dir())):
+        for name in (*CODE_CONFIGS, "modules.json"):
+            f = where / name
+            if not f.is_file() or f.stat().st_size > 1 << 20:
+                continue
+            try:
+                doc = json.loads(f.read_text(encoding="utf-8"))
+            except (ValueError, UnicodeDecodeError, RecursionError, OSError):
+                continue  # the loader names a damaged file
+            rel = f.relative_to(folder).as_posix()
+            if name == "modules.json":
+                types = (
+                    [m.get("type") for m in doc if isinstance(m, dict)]
+                    if isinstance(doc, list)
+                    else []
+                )
+                foreign = [t for t in types if not str(t).startswith("sentence_transformers.")]
+                if foreign:
+                    return f"{rel}: module class {str(foreign[0])[:100]!r} (not sentence_transformers')"
+            elif isinstance(doc, dict) and doc.get("auto_map"):
+                return f"{rel}: auto_map {json.dumps(doc['auto_map'])[:100]}"
+    return None
+
+
+def refuse_remote_code(ref: str, path: str | Path) -> None:
+    """UserInputError (one line naming the file and the key) when the local folder ``path`` of
+    model ``ref`` asks for its own Python code: LiRA never runs it, whatever stdin answers."""
+    key = remote_code_key(path)
+    if key is not None:
+        raise UserInputError(
+            f"model {ref!r} ({path}) needs its own Python code ({key}); LiRA never runs code "
+            "from a model folder or repository: remove that key if the folder's model is one "
+            "transformers supports natively, or use such a model"
+        )
 
 
 def load_checked(load: Callable[[], T], ref: str, path: str, suggest: str) -> T:
     """``load()`` of model ``ref`` (resolved to ``path``), with a one-line user error when it
-    cannot load: refused code (:func:`refused_payload`), a damaged folder, a name the hub
-    did not provide (:func:`unloadable`)."""
+    cannot load: refused code (:func:`refused_payload`, and a local folder that asks for its
+    own code is refused before ``load`` runs: :func:`refuse_remote_code`), a damaged folder, a
+    name the hub did not provide (:func:`unloadable`)."""
+    refuse_remote_code(ref, path)
     try:
         return load()
     except LiRAError:
@@ -194,7 +255,7 @@ def from_pretrained(
 
     base_path = resolve_path(base_ref, cache_dir, suggest)
     base = from_pretrained(cls, base_path, base_ref, suggest, cache_dir=cache_dir, **kwargs)
-    return PeftModel.from_pretrained(base, path)
+    return load_checked(lambda: PeftModel.from_pretrained(base, path), ref, path, suggest)
 
 
 def load_model_config(

@@ -32,6 +32,7 @@ from transformers import (
 
 from lira.demo.packages import minilm_folder
 from lira.models.devices import resolve_device
+from lira.models.loading import load_checked
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,11 @@ def random_folder(ref: str) -> Path:
 
 
 def random_config(ref: str) -> PretrainedConfig:
-    """The transformers config of ``random:<...>``."""
-    return AutoConfig.from_pretrained(str(random_folder(ref)))
+    """The transformers config of ``random:<...>`` (a folder asking for its own code is refused)."""
+    folder = str(random_folder(ref))
+    return load_checked(
+        lambda: AutoConfig.from_pretrained(folder, trust_remote_code=False), ref, folder, "minilm"
+    )
 
 
 def _byte_tokenizer() -> PreTrainedTokenizerFast:
@@ -99,9 +103,15 @@ def random_tokenizer(ref: str) -> PreTrainedTokenizerBase:
     """A tokenizer whose ids the random model covers (see the module docstring)."""
     folder = random_folder(ref)
     if (folder / "tokenizer_config.json").is_file():
-        return AutoTokenizer.from_pretrained(str(folder))
+        where = str(folder)
+        return load_checked(
+            lambda: AutoTokenizer.from_pretrained(where, trust_remote_code=False),
+            ref,
+            where,
+            "minilm",
+        )
     try:
-        return AutoTokenizer.from_pretrained(str(minilm_folder()))
+        return AutoTokenizer.from_pretrained(str(minilm_folder()), trust_remote_code=False)
     except (FileNotFoundError, OSError):
         return _byte_tokenizer()
 

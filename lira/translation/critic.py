@@ -443,5 +443,7 @@ def st_encode(ref: str, cache_dir: str = "") -> Encode:
 
     from lira.demo.references import resolve_model
 
-    model = SentenceTransformer(resolve_model(ref, cache_dir), device="cpu")
+    model = SentenceTransformer(
+        resolve_model(ref, cache_dir), device="cpu", trust_remote_code=False
+    )
     return lambda texts: model.encode(texts, convert_to_numpy=True, show_progress_bar=False)

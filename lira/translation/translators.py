@@ -286,6 +286,7 @@ def vllm_engine(
 
         env = os.environ.get
         kwargs: dict[str, object] = {
+            "trust_remote_code": False,
             "dtype": env("LIRA_VLLM_DTYPE", "auto"),
             "max_model_len": env_number("LIRA_VLLM_MAX_MODEL_LEN", 2048),
             "max_num_seqs": default_max_num_seqs(),

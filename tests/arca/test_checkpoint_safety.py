@@ -136,3 +136,29 @@ def test_log_has_each_step_once_after_resume(run, tmp_path):
         assert a["loss"] == pytest.approx(b["loss"], rel=1e-6, abs=1e-7)
     run(out, steps=6, save_every=3).train()  # a fresh run starts the log anew
     assert [r["step"] for r in rows(out / "log.jsonl")] == [1, 2, 3, 4, 5, 6]
+
+
+def test_a_pickled_lora_adapter_is_one_line_and_never_runs(build_model, arca_backbone, tmp_path):
+    """Issue 51, item 4: ``encoder_mode: lora`` with ``adapter_model.bin`` a pickle (manifest
+    rewritten, so the folder looks whole) is the one-line pickle refusal, not a traceback."""
+    import pickle
+
+    from arca.model import ArcaModel
+    from arca.trainable import apply_lora
+    from lira.checkpoint.manifest import write_manifest
+    from lira.errors import UserInputError
+    from tests.pickles import _Payload
+
+    model = build_model(ArcaConfig(lora=True, lora_r=4))
+    apply_lora(model, model.arca_cfg)
+    folder, marker = tmp_path / "arca-lora", tmp_path / "pwned"
+    model.save_pretrained(folder)
+    ArcaModel.from_pretrained(folder, backbone=arca_backbone)  # intact: loads
+    (folder / "encoder" / "adapter_model.safetensors").unlink()
+    (folder / "encoder" / "adapter_model.bin").write_bytes(pickle.dumps(_Payload(marker)))
+    write_manifest(folder)
+    with pytest.raises(UserInputError) as e:
+        ArcaModel.from_pretrained(folder, backbone=arca_backbone)
+    msg = str(e.value)
+    assert "weights file is a pickle" in msg and "encoder" in msg and "\n" not in msg
+    assert not marker.exists()

@@ -150,6 +150,17 @@ def _same_size_garbage_header(d: Path) -> None:
     f.write_bytes(bytes(data))
 
 
+def _unlisted(d: Path) -> None:
+    """Issue 51, item 3: same-size damage, and the file's entry taken out of the manifest."""
+    f = d / "trainer_state.safetensors"
+    data = bytearray(f.read_bytes())
+    data[-1] ^= 0x01
+    f.write_bytes(bytes(data))
+    doc = json.loads((d / MANIFEST).read_text())
+    del doc["files"][f.name], doc["sha256"][f.name]
+    (d / MANIFEST).write_text(json.dumps(doc))
+
+
 def _legacy_empty(d: Path) -> None:
     for p in d.iterdir():
         p.unlink()
@@ -163,6 +174,7 @@ def _legacy_empty(d: Path) -> None:
         (_delete_file, "trainer_state.json is missing"),
         (_damage_manifest, "lira_manifest.json is damaged"),
         (_same_size_garbage_header, "damaged header"),
+        (_unlisted, "trainer_state.safetensors is not listed in lira_manifest.json"),
         (_legacy_empty, "empty folder"),
     ],
 )
@@ -467,6 +479,37 @@ def test_the_model_card_is_outside_the_manifest(tmp_path):
     assert checkpoint_problem(d, verify=True) is None
     (d / "meta.json").write_text("{ }")
     assert checkpoint_problem(d) == "meta.json has 3 bytes, the manifest says 2"
+
+
+def test_hidden_files_are_no_model_file_and_unlisted_ones_are_damage(tmp_path):
+    """Issue 51, item 3: the manifest is the list of what loads. A hub download's hidden files
+    (.gitattributes, .cache/) are not model files; any other unlisted file is damage."""
+    d = _save(tmp_path, 1)
+    (d / ".gitattributes").write_text("*.safetensors filter=lfs\n")
+    (d / ".cache" / "huggingface").mkdir(parents=True)
+    (d / ".cache" / "huggingface" / "x.metadata").write_text("x")
+    assert checkpoint_problem(d, verify=True) is None
+    (d / "sub").mkdir()
+    (d / "sub" / MANIFEST).write_text("{}")  # a sub-folder's own manifest: checked when it loads
+    assert checkpoint_problem(d, verify=True) is None
+    (d / "sub" / "added_tokens.json").write_text("{}")
+    assert checkpoint_problem(d) == (
+        "sub/added_tokens.json is not listed in lira_manifest.json (LiRA did not write it, so "
+        "it is never loaded)"
+    )
+
+
+def test_a_step_without_its_manifest_is_never_resumed_the_previous_one_is(tmp_path, caplog):
+    """Issue 51, untried case 3: a step checkpoint without its manifest then --resume falls back
+    to the previous step (and refuses when there is none), never loading the unchecked one."""
+    _save(tmp_path, 1)
+    bad = _save(tmp_path, 2)
+    (bad / MANIFEST).unlink()
+    assert latest_checkpoint(tmp_path) == step_dir(tmp_path, 1)
+    assert "step-00000002 is damaged or incomplete (lira_manifest.json is missing)" in caplog.text
+    (step_dir(tmp_path, 1) / MANIFEST).unlink()
+    with pytest.raises(CheckpointError, match=r"no intact checkpoint to resume .*is missing"):
+        latest_checkpoint(tmp_path)
 
 
 def test_a_file_named_like_the_checkpoint_folder_is_one_line(tmp_path):

@@ -525,15 +525,30 @@ def _nan(f):  # NaN bytes of the same size, manifest updated: only the finitenes
     write_manifest(f.parent.parent if f.parent.name == "arca" else f.parent)
 
 
+def _unlist(f):  # same-size damage, and the file's entry taken out of the manifest (issue 51)
+    import json
+
+    from lira.checkpoint.manifest import MANIFEST
+
+    _flip(f)
+    root = f.parent.parent if f.parent.name == "arca" else f.parent
+    rel = f.relative_to(root).as_posix()
+    doc = json.loads((root / MANIFEST).read_text())
+    del doc["files"][rel], doc["sha256"][rel]
+    (root / MANIFEST).write_text(json.dumps(doc))
+
+
 @pytest.mark.parametrize(
     ("file", "damage", "pattern"),
     [
         ("head.safetensors", _truncate, r"head.safetensors has \d+ bytes, the manifest says"),
+        ("head.safetensors", _unlist, r"head.safetensors is not listed in lira_manifest.json"),
+        ("arca/adaptor.safetensors", _unlist, r"arca/adaptor.safetensors is not listed in"),
         ("head.safetensors", _pickle, r"head.safetensors has a damaged header"),
         ("arca/adaptor.safetensors", _flip, r"arca/adaptor.safetensors does not match its sha256"),
         ("arca/adaptor.safetensors", _nan, r"arca/adaptor.safetensors: tensor '.*' holds NaN"),
     ],
-    ids=["truncated", "pickled", "flipped-bytes", "nan-bytes"],
+    ids=["truncated", "unlisted-head", "unlisted-arca", "pickled", "flipped-bytes", "nan-bytes"],
 )
 def test_lira_eval_of_a_damaged_model_folder_is_one_line(stack, tmp_path, capsys, file, damage,
                                                          pattern):  # fmt: skip
