@@ -77,6 +77,9 @@ def build_bank(
     return StreamBank(list(keys), list(langs), list(texts), streams)
 
 
+PER_QUERY = "per_query"
+"""The key of :func:`evaluate_retrieval`'s {query id: nDCG@k} (what the validation selection
+pairs; left out of logs and ``metrics.json``)."""
 GATHER_ROWS = 2048
 """Rows of a bank gathered across processes per collective call (bounds the padded buffer)."""
 
@@ -206,7 +209,8 @@ def evaluate_retrieval(
 ) -> dict[str, object]:
     """True nDCG@k (binary gains; :func:`lira.metrics.ndcg_dense`, equal to pytrec_eval's) and
     1 − soft nDCG@k over each query's same-language corpus, for the queries of ``qbank`` that
-    have judgements; ``by_lang`` per query language and their mean ``macro``."""
+    have judgements; ``by_lang`` per query language and their mean ``macro``, and each query's
+    nDCG@k under :data:`PER_QUERY`."""
     net.eval()
     dev = next(net.parameters()).device  # scores and losses on the net's device
     zq = embed_rows(net, qbank.streams, dev).float()  # [Q, d]
@@ -248,6 +252,7 @@ def evaluate_retrieval(
         "queries": len(true),
         "by_lang": langs_mean,
         "macro": float(np.mean(list(langs_mean.values()))),
+        PER_QUERY: {qbank.keys[q]: v for q, v in true.items()},
     }
 
 

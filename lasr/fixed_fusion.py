@@ -171,6 +171,28 @@ def question_folds(questions: Sequence[str], folds: int, seed: int = 0) -> list[
     return [fold_of[q] for q in questions]
 
 
+def question_gain_ci(
+    questions: Sequence[str], gains: Sequence[float]
+) -> tuple[float, float, float]:
+    """(mean, 95% low, 95% high) of paired per-query ``gains``: each question's gain averaged
+    over its queries (languages), then a t interval over questions (scipy); (0, 0, 0) without
+    gains, the mean three times when the gains do not vary."""
+    import numpy as np
+    from scipy import stats
+
+    per_question: dict[str, list[float]] = {}
+    for q, g in zip(questions, gains):
+        per_question.setdefault(q, []).append(float(g))
+    arr = np.array([np.mean(v) for v in per_question.values()])
+    if not len(arr):
+        return 0.0, 0.0, 0.0
+    mean = float(arr.mean())
+    if len(arr) < 2 or arr.std() == 0:
+        return mean, mean, mean
+    ci = stats.ttest_1samp(arr, 0.0).confidence_interval(0.95)
+    return mean, float(ci.low), float(ci.high)
+
+
 def select_fusion(
     scores: Tensor,
     combos: Sequence[Sequence[float]],
@@ -194,9 +216,6 @@ def select_fusion(
     languages); otherwise the single block chosen on every query. ``rule="in_sample"``: the
     grid's best λ on every query (each query weighs the same). Both report the out-of-fold
     figures (``oof``, ``oof_single``, ``gain``) beside the in-sample ``score``."""
-    import numpy as np
-    from scipy import stats
-
     singles = _single_blocks(combos)
     if not singles:
         raise ValueError("select_fusion: the grid has no single-block combination (add 1.0)")
@@ -215,15 +234,8 @@ def select_fusion(
             mean = scores[:, fit_on].mean(1)
             oof_fit[cell] = scores[int(mean.argmax()), cell]
             oof_single[cell] = scores[int(single_idx[mean[single_idx].argmax()]), cell]
-    gain_q = (oof_fit - oof_single).numpy()
-    per_question: dict[str, list[float]] = {}
-    for q, g in zip(questions, gain_q):
-        per_question.setdefault(q, []).append(float(g))
-    gains = np.array([np.mean(v) for v in per_question.values()])
-    lo = hi = float(gains.mean()) if len(gains) else 0.0
-    if len(gains) > 1 and gains.std() > 0:
-        ci = stats.ttest_1samp(gains, 0.0).confidence_interval(0.95)
-        lo, hi = float(ci.low), float(ci.high)
+    gain = question_gain_ci(questions, (oof_fit - oof_single).tolist())
+    lo = gain[1]
     mean_all = scores.mean(1)
     best_fit = int(mean_all.argmax())
     best_single = int(single_idx[mean_all[single_idx].argmax()])
@@ -240,7 +252,7 @@ def select_fusion(
         single=singles[best_single],
         oof=float(oof_fit.mean()),
         oof_single=float(oof_single.mean()),
-        gain=(float(gains.mean()) if len(gains) else 0.0, lo, hi),
+        gain=gain,
     )
     return fit
 

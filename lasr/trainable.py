@@ -10,6 +10,7 @@ with ``lasr.train_encoder`` when it can train) and returns the optimizer's param
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
@@ -43,17 +44,68 @@ HOME = ("en-en", "lang-en", "dev")
 weigh half of a query's score when the query also searches mixed-language pools."""
 
 
+@dataclass
+class PoolScores:
+    """One query type's validation scores: nDCG@k per fusion λ (rows of ``combos``) and query."""
+
+    keys: list[str]
+    """Query ids (columns of ``scores``)."""
+    langs: list[str]
+    """Each query's language."""
+    scores: Tensor
+    """[C, Q] each query's score (:func:`_query_score` over the pools it is in)."""
+    pools: dict[str, tuple[list[str], Tensor]] = field(default_factory=dict)
+    """{pool name: (its query ids, nDCG@k [C, q])}."""
+
+
+def validation_scores(
+    model: LiRAModel,
+    pools: dict[str, RetrievalData],
+    combos: list[tuple[float, ...]],
+    k: int,
+    batch_size: int,
+) -> dict[str, PoolScores]:
+    """{``foreign`` / ``en``: :class:`PoolScores`} of every λ of ``combos`` on the validation
+    ``pools`` ({``scenario[:lang]``: data}): every query is scored in each pool it appears in;
+    its own scenario (:data:`HOME`) weighs half and the mixed-language pools (En→L, Multi,
+    Multi-1) share the other half."""
+    cols: dict[str, dict[str, list[tuple[bool, Tensor]]]] = {"foreign": {}, "en": {}}
+    per_pool: dict[str, dict[str, tuple[list[str], Tensor]]] = {"foreign": {}, "en": {}}
+    langs: dict[str, str] = {}
+    for name, data in pools.items():
+        qb, db = retrieval_banks(model, data, batch_size)
+        cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())  # [3, Q, D]
+        labels = relevance_matrix(qb.keys, db.keys, data.qrels)  # [Q, D]
+        rows = [i for i in range(len(qb.keys)) if labels[i].any()]
+        if not rows:
+            continue
+        scores = per_query_ndcg(cos[:, rows], labels[rows], combos, k, across_processes=True)
+        home = name.split(":")[0] in HOME
+        for kind in cols:
+            mine = [j for j, i in enumerate(rows) if (qb.langs[i] == "en") == (kind == "en")]
+            if mine:
+                per_pool[kind][name] = ([qb.keys[rows[j]] for j in mine], scores[:, mine])
+        for j, i in enumerate(rows):
+            kind = "en" if qb.langs[i] == "en" else "foreign"
+            cols[kind].setdefault(qb.keys[i], []).append((home, scores[:, j]))
+            langs[qb.keys[i]] = qb.langs[i]
+    out: dict[str, PoolScores] = {}
+    for kind, by_key in cols.items():
+        if by_key:
+            keys = list(by_key)
+            agg = torch.stack([_query_score(by_key[q]) for q in keys], 1)  # [C, Q]
+            out[kind] = PoolScores(keys, [langs[q] for q in keys], agg, per_pool[kind])
+    return out
+
+
 def fit_validation_fusion(
     model: LiRAModel, pools: dict[str, RetrievalData] | None, cfg: LaSRConfig
 ) -> dict[str, FusionFit]:
     """Set the head's block weights to the fixed score fusion chosen on the validation pools
-    per query type (:mod:`lasr.fixed_fusion`, ``lasr.fusion_rule``); without pools, keep the
-    paper's. Returns the fits per query type (``foreign``, ``en``).
-
-    ``pools`` ({``scenario[:lang]``: data}, :func:`lira.data.splits.validation_pools`): every
-    query is scored in each pool it appears in; its own scenario (:data:`HOME`) weighs half and
-    the mixed-language pools (En→L, Multi, Multi-1) share the other half, so the rule must keep
-    documents of every language comparable in one index."""
+    per query type (:mod:`lasr.fixed_fusion`, ``lasr.fusion_rule``; scored as
+    :func:`validation_scores`, so the rule must keep documents of every language comparable
+    in one index); without pools, keep the paper's. Returns the fits per query type
+    (``foreign``, ``en``)."""
     fits: dict[str, FusionFit] = {}
     if not pools:
         log.warning(
@@ -63,31 +115,12 @@ def fit_validation_fusion(
         return fits
     head = model.net.head
     combos = weight_grid(cfg.fusion_grid, (head.use_en, head.use_lr, head.d_g > 0))
-    # per query type: query key -> [(is home pool, nDCG@k per combination [C])]
-    cols: dict[str, dict[str, list[tuple[bool, Tensor]]]] = {"foreign": {}, "en": {}}
-    langs: dict[str, str] = {}
-    for name, data in pools.items():
-        qb, db = retrieval_banks(model, data, cfg.encode_batch_size)
-        cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())  # [3, Q, D]
-        labels = relevance_matrix(qb.keys, db.keys, data.qrels)  # [Q, D]
-        rows = [i for i in range(len(qb.keys)) if labels[i].any()]
-        if not rows:
-            continue
-        scores = per_query_ndcg(
-            cos[:, rows], labels[rows], combos, cfg.ndcg_k, across_processes=True
-        )
-        home = name.split(":")[0] in HOME
-        for j, i in enumerate(rows):
-            kind = "en" if qb.langs[i] == "en" else "foreign"
-            cols[kind].setdefault(qb.keys[i], []).append((home, scores[:, j]))
-            langs[qb.keys[i]] = qb.langs[i]
+    log.info("lasr: scoring %d fixed fusions on %d validation pools", len(combos), len(pools))
     weights: dict[str, tuple[float, ...] | None] = {"foreign": None, "en": None}
-    for kind, by_key in cols.items():
-        if not by_key:
-            continue
-        keys = list(by_key)
-        scores = torch.stack([_query_score(by_key[k]) for k in keys], 1)  # [C, Q]
-        fit = select_fusion(scores, combos, [plain_qid(k) for k in keys], [langs[k] for k in keys],
+    for kind, v in validation_scores(
+        model, pools, combos, cfg.ndcg_k, cfg.encode_batch_size
+    ).items():
+        fit = select_fusion(v.scores, combos, [plain_qid(q) for q in v.keys], v.langs,
                             cfg.fusion_folds, cfg.fusion_rule, cfg.seed)  # fmt: skip
         fits[kind] = fit
         weights[kind] = fit.weights

@@ -45,6 +45,7 @@ from torch import Tensor
 
 from arca.metrics import append_log, trim_log
 from lasr.banks import (
+    PER_QUERY,
     StreamBank,
     corpus_negatives,
     held_out_metrics,
@@ -54,7 +55,7 @@ from lasr.banks import (
     trainable_queries,
 )
 from lasr.config import LaSRConfig
-from lasr.fixed_fusion import FusionFit
+from lasr.fixed_fusion import FusionFit, question_gain_ci
 from lasr.fusion import HeadEMA, LaSRNet, pack
 from lasr.losses import corr_loss, ranking_loss
 from lasr.model import LiRAModel
@@ -62,6 +63,7 @@ from lasr.queues import CorrQueue, DocQueue
 from lasr.trainable import TrainedModules, fit_validation_fusion, param_groups, training_task
 from lira.accelerator import finish_trackers, log_metrics, make_accelerator
 from lira.data.types import PairData, RetrievalData
+from lira.data.xquad_r import plain_qid
 from lira.training import (
     Trainer,
     TrainerState,
@@ -133,6 +135,8 @@ class LaSRTrainer(Trainer):
         net: LaSRNet = model.net
         for p in model.arca.parameters():
             p.requires_grad_(False)
+        self.last_per_query: dict[str, float] = {}
+        """{query id: nDCG@k} of the last :meth:`evaluate` (what :meth:`consider` pairs)."""
         self.fits: dict[str, FusionFit] = {}
         """The validation-best fixed fusion per query type (``lasr.fusion_init: validation``)."""
         if cfg.fusion_init == "validation":
@@ -171,7 +175,9 @@ class LaSRTrainer(Trainer):
 
     def consider(self, step: int, result: dict[str, object]) -> bool:
         """Keep the EMA weights of ``step`` when their validation macro nDCG@k beats the best so
-        far and English queries stay at or above the backbone (``select_on_validation``)."""
+        far, English queries stay at or above the backbone (``select_on_validation``) and the
+        per-question gain over the kept step has a paired 95% lower bound above 0 (a gain on
+        the questions that choose it must hold beyond them, as the fusion rule's)."""
         r = result.get("retrieval")
         if not self.cfg.select_on_validation or not r:
             return False
@@ -182,7 +188,18 @@ class LaSRTrainer(Trainer):
             return False
         if self.best and r["macro"] <= self.best["score"]:
             return False
-        self.best = {"step": step, "score": r["macro"], "state": self.ema.snapshot()}
+        per_query = r.get(PER_QUERY) or self.last_per_query
+        if self.best and self.best.get(PER_QUERY) and per_query:
+            keys = [q for q in per_query if q in self.best[PER_QUERY]]
+            gains = [per_query[q] - self.best[PER_QUERY][q] for q in keys]
+            mean, lo, hi = question_gain_ci([plain_qid(q) for q in keys], gains)
+            if lo <= 0:
+                log.info("lasr: step %d not kept: validation gain %.4f [%.4f, %.4f] over step %d "
+                         "(paired 95%% over questions) does not exclude 0", step, mean, lo, hi,
+                         self.best["step"])  # fmt: skip
+                return False
+        self.best = {"step": step, "score": r["macro"], "state": self.ema.snapshot(),
+                     PER_QUERY: per_query}  # fmt: skip
         log.info("lasr: step %d kept (validation macro nDCG %.4f)", step, r["macro"])
         return True
 
@@ -370,10 +387,13 @@ class LaSRTrainer(Trainer):
         pairs: PairData | None = None,
         use_ema: bool = True,
     ) -> dict[str, object]:
-        """Held-out metrics of the EMA weights (or the live ones): nDCG@k / soft loss, Pearson."""
+        """Held-out metrics of the EMA weights (or the live ones): nDCG@k / soft loss, Pearson
+        (each query's nDCG@k goes to :attr:`last_per_query`)."""
         net = self.ema.shadow if use_ema else self.net
         out = held_out_metrics(self.model, net, self.cfg, retrieval, pairs)
         self.net.train()
+        r = out.get("retrieval")
+        self.last_per_query = r.pop(PER_QUERY, {}) if isinstance(r, dict) else {}
         return out
 
     # ---------------------------------------------------------------- checkpoints

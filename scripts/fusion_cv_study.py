@@ -1,113 +1,106 @@
-"""How much of the fitted fusion's validation score is fit to those questions? (validation only)
+"""Do LaSR's fusion rules hold out of sample? Nested cross-validation on the validation split.
 
-LaSR fits each query type's block weights λ on the validation questions (``fit_fusion``) and
-the validation leaderboard then scores the model on the same questions. This study estimates
-the fitted rule out of sample: repeated 2-fold cross-validation over the validation questions
-(fit λ on one half, score the other), against fixed rules that fit nothing:
+LaSR chooses each query type's block weights λ on the validation questions
+(``lasr.fusion_rule``: ``cv`` keeps the grid's best λ only when it beats the best single block
+out of fold, ``in_sample`` takes the grid's best). The validation leaderboard then scores the
+model on the same questions, so its LiRA row is in sample. This study applies each rule to the
+other folds' questions (folds by question; foreign queries also leave their language out) and
+scores the held-out questions in every validation pool — L→En, En-En, En→L, Multi and Multi-1
+in both directions — against g alone (nothing fitted):
 
-    python scripts/fusion_cv_study.py configs/xquad_minilm.yaml [--model out/xquad_minilm/lira-model]
+    python scripts/fusion_cv_study.py configs/xquad_minilm.yaml [--model DIR] [--folds 5]
 
-English queries against the English sentences (En-En). Foreign queries (L→En) are fitted on the
-multilingual blocks only here (the shipped foreign row gives the translation 0, so the model
-embeds no translation for them).
+Rows: each pool group, pooled over the validation languages; columns: g alone, the in-sample
+rule and the cv rule out of fold, and the cv rule's paired Δ to g alone with a 95% interval
+over questions (evaluators.bootstrap).
 """
 
 from __future__ import annotations
 
 import argparse
-import random
 
+import numpy as np
 import torch
 
 from evaluators.bootstrap import bootstrap_ci
-from lasr.banks import relevance_matrix, retrieval_banks
-from lasr.fixed_fusion import block_cosines, fit_fusion, fused_ndcg
+from lasr.fixed_fusion import question_folds, select_fusion, weight_grid
 from lasr.model import LiRAModel
-from lira.data.splits import load_splits
+from lasr.trainable import PoolScores, validation_scores
+from lira.data.splits import load_splits, validation_pools
+from lira.data.xquad_r import plain_qid
 from pipeline.runconfig import load_config
 
+G_ALONE = (0.0, 0.0, 1.0)
 
-def cv_scores(
-    cos: torch.Tensor,
-    labels: torch.Tensor,
-    langs: dict[str, list[int]],
-    grid: list[float],
-    allowed: tuple[bool, bool, bool],
-    repeats: int,
-    seed: int = 0,
-) -> torch.Tensor:
-    """Per-query nDCG@10 of the grid-fitted λ, fitted on the other half of each repeated
-    2-fold split (stratified by language), averaged over ``repeats``: [Q]."""
-    if any(len(rows) < 2 for rows in langs.values()):
-        raise ValueError(f"2-fold CV needs >= 2 validation questions per language: {langs}")
-    rng = random.Random(seed)
-    total = torch.zeros(labels.shape[0])
-    for _ in range(repeats):
-        folds: list[dict[str, list[int]]] = [{}, {}]
-        for lang, rows in langs.items():
-            r = rows[:]
-            rng.shuffle(r)
-            half = len(r) // 2
-            folds[0][lang], folds[1][lang] = r[:half], r[half:]
-        for fit_on, score_on in ((0, 1), (1, 0)):
-            lam = fit_fusion(cos, labels, folds[fit_on], grid, allowed=allowed).weights
-            per_q = fused_ndcg(cos, labels, lam)
-            idx = torch.tensor([i for rows in folds[score_on].values() for i in rows])
-            total[idx] += per_q[idx]
-    return total / repeats
+
+def nested_choice(v: PoolScores, combos: list, rule: str, folds: int, seed: int) -> dict[str, int]:
+    """{query id: index in ``combos`` of the λ that ``rule`` picks without that query's fold
+    (and, with two or more languages, without its language)}."""
+    qs = [plain_qid(k) for k in v.keys]
+    fold = torch.tensor(question_folds(qs, folds, seed))
+    names = list(dict.fromkeys(v.langs))
+    lang = torch.tensor([names.index(x) for x in v.langs])
+    out: dict[str, int] = {}
+    for f in range(folds):
+        for j in range(len(names)) if len(names) > 1 else [None]:
+            cell = (fold == f) if j is None else (fold == f) & (lang == j)
+            fit_on = (fold != f) if j is None else (fold != f) & (lang != j)
+            if not cell.any() or not fit_on.any():
+                continue
+            on = fit_on.nonzero().flatten().tolist()
+            sub = select_fusion(v.scores[:, on], combos, [qs[i] for i in on],
+                                [v.langs[i] for i in on], folds, rule, seed)  # fmt: skip
+            for i in cell.nonzero().flatten().tolist():
+                out[v.keys[i]] = combos.index(sub.weights)
+    return out
+
+
+def group(name: str) -> str:
+    """A pool's group: its scenario without the language (``lang-en:de`` -> ``lang-en``)."""
+    return name.split(":")[0]
 
 
 def main() -> None:
-    """Print in-sample, cross-validated and fixed-rule nDCG@10 per query type (validation)."""
+    """Print each pool group's out-of-fold nDCG@10 under g alone and each rule."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("config")
     ap.add_argument("--model", default=None, help="LiRA folder (default <output_dir>/lira-model)")
-    ap.add_argument("--repeats", type=int, default=20, help="repeated 2-fold splits")
+    ap.add_argument("--folds", type=int, default=5)
     args = ap.parse_args()
     cfg = load_config(args.config)
-    model = LiRAModel.from_pretrained(args.model or f"{cfg.output_dir}/lira-model")
-    splits = load_splits(cfg.data)
-    ds, ids = splits.dataset, splits.dev_ids
-    grid = list(cfg.lasr.fusion_grid)
-    table = model.net.head.table()
-    seen = dict.fromkeys([*cfg.data.train_languages, *cfg.data.dev_languages])
-    foreign = [x for x in seen if x != "en"]
-    groups = {"En-En": (["en"], (True, True, True), table[1].tolist()),
-              "L->En": (foreign, (False, True, True), table[0].tolist())}  # fmt: skip
-    for name, (langs, allowed, shipped) in groups.items():
-        coss, labs, rows, start = [], [], {}, 0
-        for lang in langs:
-            data = ds.retrieval(lang, ["en"], ids)
-            qb, db = retrieval_banks(model, data, 64)
-            coss.append(block_cosines(model.net, qb.streams.tensors(), db.streams.tensors()))
-            labs.append(relevance_matrix(qb.keys, db.keys, data.qrels))
-            rows[lang] = list(range(start, start + len(qb.keys)))
-            start += len(qb.keys)
-        cos, labels = torch.cat(coss, dim=1), torch.cat(labs)
-        in_sample = fit_fusion(cos, labels, rows, grid, allowed=allowed)
-        cv = cv_scores(cos, labels, rows, grid, allowed, args.repeats)
-        print(f"\n{name} ({len(labels)} validation queries; {', '.join(langs)})")
-        print(f"  fitted on all of them: λ={in_sample.weights} in-sample {100 * in_sample.score:.2f}"
-              f" (the model's row {tuple(round(w, 3) for w in shipped)})")  # fmt: skip
-        rules = {"fitted, 2-fold CV": cv}
-        for lam in [(1.0, 1.0, 1.0), (1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0),
-                    (1.0, 0.0, 1.0), (0.0, 1.0, 1.0)]:  # fmt: skip
-            if all(a or not w for a, w in zip(allowed, lam)):
-                rules[f"fixed {lam}"] = fused_ndcg(cos, labels, lam)
-        for rule, per_q in rules.items():
-            by = {lang: 100 * float(per_q[r].mean()) for lang, r in rows.items()}
-            mean = sum(by.values()) / len(by)
-            d, lo, hi = bootstrap_ci((per_q - cv).tolist(), n_resamples=2000)
-            delta = (
-                ""
-                if rule.startswith("fitted")
-                else f"  Δ vs CV {100 * d:+.2f} [{100 * lo:+.2f}, {100 * hi:+.2f}]"
+    model = LiRAModel.from_pretrained(args.model or f"{cfg.output_dir}/lira-model", online=False)
+    pools = validation_pools(load_splits(cfg.data))
+    head = model.net.head
+    combos = weight_grid(cfg.lasr.fusion_grid, (head.use_en, head.use_lr, head.d_g > 0))
+    scores = validation_scores(model, pools, combos, cfg.lasr.ndcg_k, 64)
+    g = combos.index(G_ALONE)
+    rows: dict[str, dict[str, list[float]]] = {}
+    for kind, v in scores.items():
+        picks = {
+            r: nested_choice(v, combos, r, args.folds, cfg.lasr.seed) for r in ("in_sample", "cv")
+        }
+        full = select_fusion(v.scores, combos, [plain_qid(k) for k in v.keys], v.langs,
+                             args.folds, "cv", cfg.lasr.seed)  # fmt: skip
+        print(f"{kind} queries: the cv rule on every validation query picks λ = {full.weights} "
+              f"(in sample {100 * full.score:.1f}; the grid's best {full.fitted})")  # fmt: skip
+        for name, (keys, m) in v.pools.items():
+            r = rows.setdefault(
+                group(name), {"g": [], "in_sample": [], "cv": [], "in-sample cv": []}
             )
-            print(
-                f"  {rule:28s} {mean:6.2f}  "
-                + " ".join(f"{k} {v:.1f}" for k, v in by.items())
-                + delta
-            )
+            for j, key in enumerate(keys):
+                r["g"].append(float(m[g, j]))
+                r["in_sample"].append(float(m[picks["in_sample"][key], j]))
+                r["cv"].append(float(m[picks["cv"][key], j]))
+                r["in-sample cv"].append(float(m[combos.index(full.weights), j]))
+    print(f"\nnDCG@10 x100, validation, out of fold ({args.folds} folds by question)")
+    print("| pool | n | g alone | in-sample rule | cv rule | cv − g (95%) | cv rule in sample |")
+    print("|---|---|---|---|---|---|---|")
+    for name, r in rows.items():
+        g_, cv = np.array(r["g"]), np.array(r["cv"])
+        _, lo, hi = bootstrap_ci(cv - g_)
+        print(f"| {name} | {len(g_)} | {100 * g_.mean():.1f} | {100 * np.mean(r['in_sample']):.1f} | "
+              f"{100 * cv.mean():.1f} | {100 * (cv - g_).mean():+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}] | "
+              f"{100 * np.mean(r['in-sample cv']):.1f} |")  # fmt: skip
 
 
 if __name__ == "__main__":

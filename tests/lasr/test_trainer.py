@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import lasr.trainer
+from lasr.banks import PER_QUERY
 from lasr.config import LaSRConfig
 from lasr.engine import run_lasr
 from lasr.model import LiRAModel
@@ -303,7 +304,8 @@ def test_gate_features_are_the_same_in_training_and_after_loading(tmp_path, mode
 def test_fixed_fusion_start_english_floor_and_selection(demo, tmp_path):
     """fusion_init=validation: step 0 is the validation-best fixed fusion (never below any block
     alone, the backbone included, on English queries); a checkpoint whose English queries fall
-    below the backbone is never kept, a better one is, and finalize saves the kept weights."""
+    below the backbone is never kept, nor one whose gain is noise on the validation questions
+    (paired lower bound <= 0), a better one is, and finalize saves the kept weights."""
     model, _, _, _, adaptor = demo
     splits = load_splits(DataConfig(train_languages=["en", "de"], eval_languages=["de"],
                                     dev_fraction=0.2, max_dev_queries=12))  # fmt: skip
@@ -325,9 +327,18 @@ def test_fixed_fusion_start_english_floor_and_selection(demo, tmp_path):
     }
     assert not tr.consider(1, {"retrieval": worse_en}) and tr.best["step"] == 0
     assert not tr.consider(1, {"retrieval": {**step0, "macro": step0["macro"] - 0.01}})
-    with torch.no_grad():  # a different net at "step 2" that validates better is kept
+    per_q = tr.best[PER_QUERY]  # step 0's nDCG@10 per validation query
+    assert len(per_q) == step0["queries"]
+    # a higher macro from noise alone (± per question, mean +0.005) is not kept ...
+    noisy = {q: v + (0.1 if i % 2 else -0.09) for i, (q, v) in enumerate(sorted(per_q.items()))}
+    assert not tr.consider(2, {"retrieval": {**step0, "macro": step0["macro"] + 0.01,
+                                             PER_QUERY: noisy}})  # fmt: skip
+    with torch.no_grad():  # ... a different net at "step 2" that gains on every question is
         tr.ema.shadow.head.type_logw.add_(0.5)
-    assert tr.consider(2, {"retrieval": {**step0, "macro": step0["macro"] + 0.01}})
+    better = {q: v + 0.05 for q, v in per_q.items()}
+    assert tr.consider(
+        2, {"retrieval": {**step0, "macro": step0["macro"] + 0.01, PER_QUERY: better}}
+    )
     saved = LiRAModel.from_pretrained(tr.finalize())
     assert torch.equal(saved.head.type_logw, tr.best["state"]["head.type_logw"])
 
