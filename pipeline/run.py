@@ -26,7 +26,7 @@ from evaluators.compare import run_compare
 from evaluators.engine import run_eval
 from evaluators.mteb_translate import translate_tasks
 from evaluators.translators import run_translator_eval
-from lasr.engine import run_lasr
+from lasr.engine import run_lasr, trained_arca
 from lira.baselines.engine import run_baselines
 from lira.baselines.merging import merge_command
 from lira.config import save_config
@@ -109,8 +109,8 @@ def arca(cfg: RunConfig, opts: Options) -> dict[str, object]:
 
 
 def lasr(cfg: RunConfig, opts: Options) -> dict[str, object]:
-    """``lira lasr``: train LaSR on the trained Arca."""
-    return run_lasr(cfg, resume=opts.resume)
+    """``lira lasr``: train LaSR on the trained Arca (none under ``output_dir``: refused)."""
+    return run_lasr(cfg, resume=opts.resume, arca_dir=trained_arca(cfg))
 
 
 def baseline(cfg: RunConfig, opts: Options) -> dict[str, object]:
