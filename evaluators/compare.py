@@ -211,10 +211,8 @@ def run_compare(
             )
         models = compared_models(cfg)
         if splits.dataset is None:
-            assert splits.eval is not None
-            rows = evaluate_retrieval(models, splits.eval, cfg.eval, cfg.data.format)
-            files = write_leaderboard(rows, out, title=f"LiRA vs baselines ({note})",
-                                      notes=model_notes(models))  # fmt: skip
+            rows = _compare_retrieval(cfg, models, splits, out)
+            files = {"md": out / "leaderboard.md"}
         else:
             rows = _compare_parallel(cfg, models, splits, out)
             files = {"md": out / "leaderboard.md"}
@@ -226,6 +224,26 @@ def run_compare(
     if paper_tables:
         print(write_paper_tables(out, cfg, note))
     print(f"wrote {files['md']}")
+    return rows
+
+
+def _compare_retrieval(
+    cfg: EvalRun, models: dict[str, Encoder], splits: Splits, out: Path
+) -> list[Row]:
+    """A retrieval set (BEIR, ``datasets``, LazRetrieval): the validation split (given, e.g. a
+    BEIR folder's ``qrels/dev.tsv``, or carved by ``data.dev_fraction``) -> ``out/validation``,
+    the held-out split -> ``out``; each document encoded once per model."""
+    assert splits.eval is not None  # the caller's check: retrieval data
+    task = cfg.data.format
+    caches = {m: EmbeddingCache(enc, cfg.eval.batch_size) for m, enc in models.items()}
+    if splits.dev is not None and splits.dev_ids:
+        dev = evaluate_retrieval(models, splits.dev, cfg.eval, task, caches=caches)
+        title = f"VALIDATION split ({task}: {len(splits.dev_ids)} queries; choices made here)"
+        write_leaderboard(dev, out / "validation", title=title)
+        print(f"wrote {out / 'validation' / 'leaderboard.md'} (validation split)")
+    rows = evaluate_retrieval(models, splits.eval, cfg.eval, task, caches=caches)
+    write_leaderboard(rows, out, title=f"TEST split: LiRA vs baselines ({splits.split_note})",
+                      notes=model_notes(models))  # fmt: skip
     return rows
 
 
