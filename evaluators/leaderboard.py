@@ -82,6 +82,40 @@ def summary_table(rows: list[Row], headline: str = "ndcg@10") -> str:
     return "\n".join(lines)
 
 
+HEADLINE_METHODS = ("backbone", "me5-small", "lira")
+"""The methods ``lira run`` ends with (those present in the leaderboard)."""
+HEADLINE_SCENARIOS = ("en-en", "lang-en", "en-lang")
+"""The pooled scenarios ``lira run`` ends with (En-En, L→En, En→L, those present)."""
+
+
+def headline_scores(rows: list[Row], headline: str = "ndcg@10") -> dict[str, dict[str, float]]:
+    """{method: {README scenario name: value}} of the headline metric, every language pooled,
+    for :data:`HEADLINE_METHODS` x :data:`HEADLINE_SCENARIOS` present in ``rows``."""
+    out: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if (r["method"] in HEADLINE_METHODS and r["scenario"] in HEADLINE_SCENARIOS
+                and r["language"] == "all" and r["metric"] == headline):  # fmt: skip
+            out.setdefault(str(r["method"]), {})[README_NAMES[str(r["scenario"])]] = float(
+                r["value"]
+            )
+    return {m: out[m] for m in HEADLINE_METHODS if m in out}
+
+
+def headline_table(scores: dict[str, dict[str, float]], headline: str = "ndcg@10") -> str:
+    """:func:`headline_scores` as a short plain-text table ('' without scores)."""
+    cols = [c for c in (README_NAMES[s] for s in HEADLINE_SCENARIOS)
+            if any(c in v for v in scores.values())]  # fmt: skip
+    if not cols:
+        return ""
+    width = max(len(m) for m in scores)
+    lines = [f"{headline} (every language pooled)",
+             f"{'method':<{width}}  " + "  ".join(f"{c:>6}" for c in cols)]  # fmt: skip
+    for m, v in scores.items():
+        cells = [f"{v[c]:6.1f}" if c in v else f"{'–':>6}" for c in cols]
+        lines.append(f"{m:<{width}}  " + "  ".join(cells))
+    return "\n".join(lines)
+
+
 def leaderboard_markdown(
     rows: list[Row], title: str, headline: str = "ndcg@10", notes: Sequence[str] = ()
 ) -> str:
