@@ -155,6 +155,7 @@ BASELINE_MISSING = "(run `lira baseline` first): skipped"
 def compared_models(cfg: EvalRun, online: bool = False) -> dict[str, Encoder]:
     """Every model under ``output_dir`` (:func:`run_encoders`), the missing baselines said in
     one line: a warning when the config's stages name ``baselines``, else an info line."""
+    log.info("compare: loading every model under %s (backbone, LiRA, baselines) …", cfg.output_dir)
     said = Expected(BASELINE_MISSING)
     source = logging.getLogger("lasr.eval_models")
     source.addFilter(said)
@@ -171,6 +172,8 @@ def compared_models(cfg: EvalRun, online: bool = False) -> dict[str, Encoder]:
         else:
             log.info("baselines not among the config's stages: %s not compared",
                      ", ".join(missing))  # fmt: skip
+    log.info("compare: %d model(s): %s; each encodes every text once, then scores the "
+             "scenarios (a line per scenario done)", len(models), ", ".join(models))  # fmt: skip
     return models
 
 

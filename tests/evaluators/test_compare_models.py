@@ -26,6 +26,9 @@ def test_missing_baselines_are_said_once(tmp_path, models_config, caplog, stages
     said = [r for r in caplog.records if r.levelno >= logging.WARNING
             and any(m in r.getMessage() for m in cfg.baselines.methods)]  # fmt: skip
     assert len(said) == warnings, [r.getMessage() for r in said]  # was one per method
+    # said before the silent model loading and encoding (issue 52.5: ~50 s without a line)
+    assert "compare: loading every model under" in caplog.text
+    assert "compare: 1 model(s): backbone; each encodes every text once" in caplog.text
     if warnings:
         assert all(m in said[0].getMessage() for m in cfg.baselines.methods)
         assert "run `lira baseline CONFIG` first" in said[0].getMessage()
