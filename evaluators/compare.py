@@ -48,6 +48,7 @@ from lira.data.splits import Splits, load_splits
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
 from lira.jsonio import read_json_object
+from lira.logs import Expected
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +148,35 @@ def arca_diagnostics(output_dir: Path, out: Path) -> dict[str, object]:
     return metrics
 
 
+BASELINE_MISSING = "(run `lira baseline` first): skipped"
+"""What :func:`lasr.eval_models.run_encoders` says once per missing baseline."""
+
+
+def compared_models(cfg: EvalRun, online: bool = False) -> dict[str, Encoder]:
+    """Every model under ``output_dir`` (:func:`run_encoders`), the missing baselines said in
+    one line: a warning when the config's stages name ``baselines``, else an info line."""
+    log.info("compare: loading every model under %s (backbone, LiRA, baselines) …", cfg.output_dir)
+    said = Expected(BASELINE_MISSING)
+    source = logging.getLogger("lasr.eval_models")
+    source.addFilter(said)
+    try:
+        models = run_encoders(cfg, online=online)
+    finally:
+        source.removeFilter(said)
+    missing = [m for m in cfg.baselines.methods if m not in models]
+    if missing:
+        where = Path(cfg.output_dir) / "baselines"
+        if "baselines" in cfg.stages:
+            log.warning("no baseline checkpoint under %s for %s (run `lira baseline CONFIG` "
+                        "first): skipped", where, ", ".join(missing))  # fmt: skip
+        else:
+            log.info("baselines not among the config's stages: %s not compared",
+                     ", ".join(missing))  # fmt: skip
+    log.info("compare: %d model(s): %s; each encodes every text once, then scores the "
+             "scenarios (a line per scenario done)", len(models), ", ".join(models))  # fmt: skip
+    return models
+
+
 def run_compare(
     cfg: EvalRun,
     *,
@@ -167,7 +197,7 @@ def run_compare(
     out = Path(cfg.output_dir) / "compare"
     if mteb:
         tasks = load_tasks(mteb, mteb_data, work_dir=out / "mteb")
-        models = run_encoders(cfg, online=True)  # LiRA translates the tasks' texts online
+        models = compared_models(cfg, online=True)  # LiRA translates the tasks' texts online
         rows = run_mteb(models, tasks, out / "mteb", batch_size=cfg.eval.batch_size)
         names = ", ".join(t.metadata.name for t in tasks)
         title = f"LiRA vs baselines on MTEB ({names})"
@@ -182,12 +212,10 @@ def run_compare(
                 "lira compare needs retrieval data (xquad_r, lazretrieval, beir or hf), or MTEB "
                 "tasks with --mteb TASK[,TASK…]",
             )
-        models = run_encoders(cfg)
+        models = compared_models(cfg)
         if splits.dataset is None:
-            assert splits.eval is not None
-            rows = evaluate_retrieval(models, splits.eval, cfg.eval, cfg.data.format)
-            files = write_leaderboard(rows, out, title=f"LiRA vs baselines ({note})",
-                                      notes=model_notes(models))  # fmt: skip
+            rows = _compare_retrieval(cfg, models, splits, out)
+            files = {"md": out / "leaderboard.md"}
         else:
             rows = _compare_parallel(cfg, models, splits, out)
             files = {"md": out / "leaderboard.md"}
@@ -199,6 +227,26 @@ def run_compare(
     if paper_tables:
         print(write_paper_tables(out, cfg, note))
     print(f"wrote {files['md']}")
+    return rows
+
+
+def _compare_retrieval(
+    cfg: EvalRun, models: dict[str, Encoder], splits: Splits, out: Path
+) -> list[Row]:
+    """A retrieval set (BEIR, ``datasets``, LazRetrieval): the validation split (given, e.g. a
+    BEIR folder's ``qrels/dev.tsv``, or carved by ``data.dev_fraction``) -> ``out/validation``,
+    the held-out split -> ``out``; each document encoded once per model."""
+    assert splits.eval is not None  # the caller's check: retrieval data
+    task = cfg.data.format
+    caches = {m: EmbeddingCache(enc, cfg.eval.batch_size) for m, enc in models.items()}
+    if splits.dev is not None and splits.dev_ids:
+        dev = evaluate_retrieval(models, splits.dev, cfg.eval, task, caches=caches)
+        title = f"VALIDATION split ({task}: {len(splits.dev_ids)} queries; choices made here)"
+        write_leaderboard(dev, out / "validation", title=title)
+        print(f"wrote {out / 'validation' / 'leaderboard.md'} (validation split)")
+    rows = evaluate_retrieval(models, splits.eval, cfg.eval, task, caches=caches)
+    write_leaderboard(rows, out, title=f"TEST split: LiRA vs baselines ({splits.split_note})",
+                      notes=model_notes(models))  # fmt: skip
     return rows
 
 

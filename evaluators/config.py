@@ -96,3 +96,6 @@ class EvalRun(LaSRRun, Protocol):
 
     baselines: BaselinesConfig
     eval: EvalConfig
+    stages: list[str]
+    """The stages of ``lira run`` the config asks for (a baseline is expected when it names
+    ``baselines``)."""

@@ -13,9 +13,11 @@ value that is not a finite number (e.g. a metric over zero queries) is written a
 What ``lira eval`` evaluates:
 
 - XQuAD-R (``data.format: xquad_r``): the scenarios above on the held-out question ids;
-- another retrieval set (LazRetrieval's test split, a BEIR or ``datasets`` folder's held-out
-  queries): :func:`evaluate_retrieval`, per query language, each language's queries over the
-  documents of the same language (all documents when none is in that language);
+- another retrieval set: :func:`evaluate_retrieval`, per query language. A BEIR or
+  ``datasets`` folder's held-out queries search its whole corpus, in rows named by language
+  pair (``de→en``) and pooled by direction (``lang-en`` is the README's L→En); LazRetrieval's
+  test split: each country's queries over the documents of its language (scenario
+  ``lazretrieval``);
 - ``--mteb TASK[,TASK…]``: those MTEB tasks through the real ``mteb`` package
   (:mod:`evaluators.mteb_eval`) instead of the configured data; a LiRA model translates the
   task's texts online (its pass@k pool and critic fill its store) as at inference. Output in
@@ -38,7 +40,7 @@ from evaluators.leaderboard import Row, model_notes, write_leaderboard
 from evaluators.mteb_eval import run_mteb, write_mteb_leaderboard
 from evaluators.mteb_tasks import load_tasks
 from evaluators.retrieval import ranks_of, run_from_search, search
-from evaluators.scenarios import Scenario, build_scenarios
+from evaluators.scenarios import Scenario, build_scenarios, pair_direction, pair_name
 from lasr.eval_models import encoder_for_eval
 from lira.config import ConfigError
 from lira.data.splits import load_splits
@@ -218,22 +220,41 @@ def english_gaps(rows: list[Row]) -> list[Row]:
     return out
 
 
+SAME_LANGUAGE_DOCS = ("lazretrieval",)
+"""Formats whose queries search the documents of their own language (one corpus per country,
+scenario named by the format); every other retrieval set's queries search its whole corpus,
+in rows named by language pair (``de→en``) pooled by direction (:func:`pair_direction`)."""
+
+
 def evaluate_retrieval(
-    encoders: dict[str, Encoder], data: RetrievalData, cfg: EvalConfig, task: str
+    encoders: dict[str, Encoder],
+    data: RetrievalData,
+    cfg: EvalConfig,
+    task: str,
+    caches: dict[str, EmbeddingCache] | None = None,
 ) -> list[Row]:
-    """Rows per query language (scenario ``task``): that language's queries over the documents
-    of the same language (all documents when none is in it), + the pooled language 'all'."""
+    """Rows per query language + pooled rows (language 'all'). ``task`` in
+    :data:`SAME_LANGUAGE_DOCS`: scenario ``task``, each language over its own documents; else
+    each language's queries over the whole corpus, scenario = the language pair (``de→en``),
+    pooled by direction (``lang-en``, ``en-en``, …). ``caches`` as in :func:`evaluate_encoders`."""
+    caches = {} if caches is None else caches
+    whole = task not in SAME_LANGUAGE_DOCS
     rows: list[Row] = []
     for method, encoder in encoders.items():
-        cache = EmbeddingCache(encoder, cfg.batch_size)
-        pooled: dict[str, list[float]] = defaultdict(list)
-        for lang, (_, per_metric) in retrieval_values(cache, data, cfg, task).items():
+        cache = caches.setdefault(method, EmbeddingCache(encoder, cfg.batch_size))
+        pooled: dict[tuple[str, str], list[float]] = defaultdict(list)
+        values = retrieval_values(cache, data, cfg, task, whole_corpus=whole)
+        for lang, (_, per_metric) in values.items():
+            scenario, direction = task, task
+            if whole:
+                doc_langs = {d.lang for d in data.corpus}
+                scenario, direction = pair_name(lang, doc_langs), pair_direction(lang, doc_langs)
             for metric, vals in per_metric.items():
-                rows.append(_row(method, task, task, lang, metric, vals, cfg))
-                pooled[metric] += vals
-            log.info("%s %s %s done", method, task, lang)
-        for metric, vals in pooled.items():
-            rows.append(_row(method, task, task, "all", metric, vals, cfg))
+                rows.append(_row(method, task, scenario, lang, metric, vals, cfg))
+                pooled[(direction, metric)] += vals
+            log.info("%s %s %s done", method, scenario, lang)
+        for (direction, metric), vals in pooled.items():
+            rows.append(_row(method, task, direction, "all", metric, vals, cfg))
     return rows
 
 
@@ -243,14 +264,17 @@ def retrieval_values(
     cfg: EvalConfig,
     task: str,
     metrics: list[str] | None = None,
+    whole_corpus: bool = False,
 ) -> dict[str, tuple[list[str], dict[str, list[float]]]]:
     """Per query language (sorted): (query ids, {metric: per-query values}) of that language's
-    queries over the documents of the same language (all documents when none is in it);
-    ``metrics`` defaults to ``cfg.metrics``."""
+    queries over the documents of the same language (all documents when none is in it;
+    ``whole_corpus``: always all); ``metrics`` defaults to ``cfg.metrics``."""
     out: dict[str, tuple[list[str], dict[str, list[float]]]] = {}
     for lang in sorted({q.lang for q in data.queries}):
         queries = [q for q in data.queries if q.lang == lang]
-        docs = [d for d in data.corpus if d.lang == lang] or list(data.corpus)
+        docs = list(data.corpus)
+        if not whole_corpus:
+            docs = [d for d in data.corpus if d.lang == lang] or docs
         qrels = {q.id: data.qrels[q.id] for q in queries}
         doc_ids = [d.id for d in docs]
         outside = sum(1 for rel in qrels.values() if not set(rel) & set(doc_ids))

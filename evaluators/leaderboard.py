@@ -56,8 +56,10 @@ def model_notes(encoders: Mapping[str, Encoder]) -> list[str]:
 
 
 README_NAMES = {"en-en": "En-En", "lang-en": "L→En", "en-lang": "En→L", "multi": "Multi",
-                "multi-1": "Multi-1", "mono-same": "Mono-Same", "mono-cross": "Mono-Cross"}  # fmt: skip
-"""The README's names of the scenarios (``lang-en`` in the code is L→En there)."""
+                "multi-1": "Multi-1", "mono-same": "Mono-Same", "mono-cross": "Mono-Cross",
+                "mixed": "Mixed corpus"}  # fmt: skip
+"""The README's names of the scenarios (``lang-en`` in the code is L→En there); ``mixed``: a
+retrieval set's queries over a corpus in several languages."""
 
 
 def summary_table(rows: list[Row], headline: str = "ndcg@10") -> str:
@@ -80,6 +82,40 @@ def summary_table(rows: list[Row], headline: str = "ndcg@10") -> str:
     return "\n".join(lines)
 
 
+HEADLINE_METHODS = ("backbone", "me5-small", "lira")
+"""The methods ``lira run`` ends with (those present in the leaderboard)."""
+HEADLINE_SCENARIOS = ("en-en", "lang-en", "en-lang")
+"""The pooled scenarios ``lira run`` ends with (En-En, L→En, En→L, those present)."""
+
+
+def headline_scores(rows: list[Row], headline: str = "ndcg@10") -> dict[str, dict[str, float]]:
+    """{method: {README scenario name: value}} of the headline metric, every language pooled,
+    for :data:`HEADLINE_METHODS` x :data:`HEADLINE_SCENARIOS` present in ``rows``."""
+    out: dict[str, dict[str, float]] = {}
+    for r in rows:
+        if (r["method"] in HEADLINE_METHODS and r["scenario"] in HEADLINE_SCENARIOS
+                and r["language"] == "all" and r["metric"] == headline):  # fmt: skip
+            out.setdefault(str(r["method"]), {})[README_NAMES[str(r["scenario"])]] = float(
+                r["value"]
+            )
+    return {m: out[m] for m in HEADLINE_METHODS if m in out}
+
+
+def headline_table(scores: dict[str, dict[str, float]], headline: str = "ndcg@10") -> str:
+    """:func:`headline_scores` as a short plain-text table ('' without scores)."""
+    cols = [c for c in (README_NAMES[s] for s in HEADLINE_SCENARIOS)
+            if any(c in v for v in scores.values())]  # fmt: skip
+    if not cols:
+        return ""
+    width = max(len(m) for m in scores)
+    lines = [f"{headline} (every language pooled)",
+             f"{'method':<{width}}  " + "  ".join(f"{c:>6}" for c in cols)]  # fmt: skip
+    for m, v in scores.items():
+        cells = [f"{v[c]:6.1f}" if c in v else f"{'–':>6}" for c in cols]
+        lines.append(f"{m:<{width}}  " + "  ".join(cells))
+    return "\n".join(lines)
+
+
 def leaderboard_markdown(
     rows: list[Row], title: str, headline: str = "ndcg@10", notes: Sequence[str] = ()
 ) -> str:
@@ -99,8 +135,12 @@ def leaderboard_markdown(
             parts += [f"## {headline} by scenario: {lang}", "", pivot_table(sel, "scenario"), ""]
     for sc in dict.fromkeys(r["scenario"] for r in rows):
         sel = [r for r in rows if r["scenario"] == sc and r["language"] == "all"]
+        langs = list(dict.fromkeys(r["language"] for r in rows if r["scenario"] == sc))
+        if not sel and len(langs) == 1:  # a language pair (de→en): its one language
+            sel = [r for r in rows if r["scenario"] == sc]
         if sel:
-            parts += [f"## {sc}: every metric (all)", "", pivot_table(sel, "metric"), ""]
+            where = sel[0]["language"]
+            parts += [f"## {sc}: every metric ({where})", "", pivot_table(sel, "metric"), ""]
     return "\n".join([*parts, scenario_legend([r["scenario"] for r in rows])])
 
 
@@ -149,10 +189,10 @@ def plot_metric(
     scenario: str | None = None,
 ) -> Path:
     """Grouped bars: one group per scenario (``group="language"``: per language of
-    ``scenario``), one bar (with 95% CI) per method, each method in its own colour."""
-    if group == "language":
-        sel = [r for r in rows if r["metric"] == metric and r["scenario"] == scenario
-               and r["language"] != "all"]  # fmt: skip
+    ``scenario``, or of every language pair when it is None), one bar (with 95% CI) per method, each method in its own colour."""
+    if group == "language":  # scenario None: every language pair (de→en, es→en, …)
+        sel = [r for r in rows if r["metric"] == metric and r["language"] != "all"
+               and (r["scenario"] == scenario or (scenario is None and "→" in str(r["scenario"])))]  # fmt: skip
     else:
         sel = [r for r in rows if r["metric"] == metric and r["language"] == language]
     groups = list(dict.fromkeys(r[group] for r in sel))
@@ -172,7 +212,7 @@ def plot_metric(
     tilt = len(groups) > 6
     ax.set_xticks(x, names, rotation=30 if tilt else 0, ha="right" if tilt else "center")
     if group == "language":
-        where = f"{README_NAMES.get(scenario or '', scenario)} per language"
+        where = f"{README_NAMES.get(scenario or '', scenario or 'each language pair')} per language"
     else:
         where = f"by scenario ({language} languages)"
     ax.set(title=f"{metric} {where}, 95% CI", ylabel=metric)
@@ -201,7 +241,9 @@ def write_leaderboard(
     headline = "ndcg@10"
     scenarios = {r["scenario"] for r in clean if r["metric"] == headline and r["language"] != "all"}
     scenario = next((s for s in ("lang-en", *sorted(scenarios)) if s in scenarios), None)
-    if scenario is not None:  # the headline scenario per language
+    if scenario is not None and "→" in scenario:  # language pairs: one bar group per language
+        scenario = None
+    if scenarios:  # the headline scenario per language
         files["by_language"] = plot_metric(clean, headline, out / f"{_safe(headline)}_by_language.png",
                                            group="language", scenario=scenario)  # fmt: skip
     return files

@@ -88,7 +88,29 @@ DESCRIPTIONS: dict[str, tuple[str, str]] = {
         "the target-language gold is the one relevant",
         "paper 003 Multi-1 (Fig. 3, English query)",
     ),
+    "mixed": (
+        "queries → a corpus in several languages (a retrieval set's whole corpus)",
+        "–",
+    ),
 }
+
+
+def pair_name(query_lang: str, doc_langs: set[str]) -> str:
+    """A retrieval set's scenario for one query language: ``de→en`` (query language → the
+    searched documents' languages, ``+``-joined when several: ``de→de+en``)."""
+    return f"{query_lang}→{'+'.join(sorted(doc_langs))}"
+
+
+def pair_direction(query_lang: str, doc_langs: set[str]) -> str:
+    """The scenario a language pair is pooled under (language ``all``): ``en-en``, ``lang-en``
+    (L→En), ``en-lang`` (En→L), ``mono-same`` (L→L), else ``mixed``."""
+    if doc_langs == {"en"}:
+        return "en-en" if query_lang == "en" else "lang-en"
+    if doc_langs == {query_lang}:
+        return "mono-same"
+    if query_lang == "en" and len(doc_langs) == 1:
+        return "en-lang"
+    return "mixed"
 
 
 def describe(name: str) -> tuple[str, str]:
@@ -99,6 +121,9 @@ def describe(name: str) -> tuple[str, str]:
             f"{base}@en minus {base}: English-query value minus target-query value",
             f"paper 003 language gap (§5.2) of {base}",
         )
+    if "→" in name:
+        q, d = name.split("→", 1)
+        return f"{q} queries → {d.replace('+', ' + ')} documents", "–"
     if name not in DESCRIPTIONS:
         raise KeyError(f"unknown scenario {name!r}; known: {sorted(DESCRIPTIONS)}")
     return DESCRIPTIONS[name]

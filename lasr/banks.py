@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 from torch import Tensor
+from tqdm.auto import tqdm
 
 from lasr.config import LaSRConfig
 from lasr.fusion import LaSRNet
@@ -66,10 +67,11 @@ def build_bank(
     if live_world()[0] > 1:  # each text computed on one process, gathered to all
         share_streams(model, texts, langs, kind, batch_size)
     batches = length_batches(texts, batch_size)  # longest first: less padding
-    parts = [
-        model.streams([texts[i] for i in idx], [langs[i] for i in idx], kind=kind)
-        for idx in batches
-    ]
+    main = live_world()[1] == 0
+    bar = tqdm(batches, desc=f"lasr: {kind} bank (h, g, Arca)", unit="batch", leave=False,
+               disable=not main or len(batches) < 2)  # fmt: skip
+    parts = [model.streams([texts[i] for i in idx], [langs[i] for i in idx], kind=kind)
+             for idx in bar]  # fmt: skip
     if not parts:
         return StreamBank(list(keys), list(langs), list(texts), model.streams([], [], kind=kind))
     order = torch.tensor([i for idx in batches for i in idx])

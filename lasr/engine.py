@@ -14,12 +14,14 @@ import logging
 from pathlib import Path
 
 from arca.config import ArcaConfig
+from arca.model import CONFIG_NAME as ARCA_CONFIG
 from lasr.config import LaSRConfig, LaSRRun
 from lasr.model import LiRAModel
 from lasr.model_card import card_languages, run_card
 from lasr.trainer import LASR_UNSHAPING, LaSRTrainer
 from lira.data.splits import load_splits, validation_pools
 from lira.data.types import PairData, RetrievalData
+from lira.errors import MissingFileError
 from lira.jsonio import write_json
 from lira.training import config_fingerprint
 from lira.translation.engine import store_path
@@ -50,6 +52,19 @@ def task_data(
 def fusion_pools(cfg: LaSRRun) -> dict[str, RetrievalData]:
     """The validation pools LaSR's fusion rule is scored on (:func:`validation_pools`)."""
     return validation_pools(load_splits(cfg.data))
+
+
+def trained_arca(cfg: LaSRRun) -> Path:
+    """``<output_dir>/arca/final``, where ``lira lasr`` starts from; a folder without Arca's
+    checkpoint there is refused in one line naming it and the fix (``lira arca`` first)."""
+    final = Path(cfg.output_dir) / "arca" / "final"
+    if not (final / ARCA_CONFIG).is_file():
+        raise MissingFileError(
+            f"no trained Arca at {final} ({ARCA_CONFIG} missing): LaSR starts from Arca's "
+            "checkpoint; run `lira arca CONFIG` first (or `lira run CONFIG` with the arca stage), "
+            "with the same output_dir"
+        )
+    return final
 
 
 def run_lasr(

@@ -126,6 +126,9 @@ class LaSRTrainer(Trainer):
         bs = cfg.encode_batch_size
         self.qbank = self.dbank = self.pbank = None
         if retrieval is not None and task in ("retrieval", "both"):
+            log.info("lasr: computing the streams (h, g, Arca) of %d training queries and %d "
+                     "documents once, before step 1 …", len(retrieval.queries),
+                     len(retrieval.corpus))  # fmt: skip
             self.qbank, self.dbank = retrieval_banks(model, retrieval, bs)
             self.train_q = trainable_queries(retrieval, self.dbank)
         if pairs is not None and task in ("rank", "both"):

@@ -13,6 +13,7 @@ its adapter, skipping those already done with this config (see :mod:`pipeline.st
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import time
 from argparse import Namespace
@@ -24,9 +25,10 @@ from arca.g_cache import critic_g
 from arca.tuning.engine import run_tune_translator
 from evaluators.compare import run_compare
 from evaluators.engine import run_eval
+from evaluators.leaderboard import headline_scores, headline_table
 from evaluators.mteb_translate import translate_tasks
 from evaluators.translators import run_translator_eval
-from lasr.engine import run_lasr
+from lasr.engine import run_lasr, trained_arca
 from lira.baselines.engine import run_baselines
 from lira.baselines.merging import merge_command
 from lira.config import save_config
@@ -109,8 +111,8 @@ def arca(cfg: RunConfig, opts: Options) -> dict[str, object]:
 
 
 def lasr(cfg: RunConfig, opts: Options) -> dict[str, object]:
-    """``lira lasr``: train LaSR on the trained Arca."""
-    return run_lasr(cfg, resume=opts.resume)
+    """``lira lasr``: train LaSR on the trained Arca (none under ``output_dir``: refused)."""
+    return run_lasr(cfg, resume=opts.resume, arca_dir=trained_arca(cfg))
 
 
 def baseline(cfg: RunConfig, opts: Options) -> dict[str, object]:
@@ -251,5 +253,23 @@ def run_pipeline(cfg: RunConfig, *, resume: bool = False) -> dict[str, object]:
         log.info("stage %s: done in %.1f s", stage, seconds)
         timings[stage] = seconds
     if main:
-        write_json(out / "run_summary.json", {"stages": timings})
+        scores = run_headline(out)
+        write_json(out / "run_summary.json", {"stages": timings, "headline": scores})
     return timings
+
+
+def run_headline(out: Path) -> dict[str, dict[str, float]]:
+    """The headline nDCG@10 of ``<out>/compare/leaderboard.json`` (:func:`headline_scores`),
+    printed as a short table; {} when compare wrote none (or it is unreadable: logged)."""
+    board = out / "compare" / "leaderboard.json"
+    if not board.is_file():
+        return {}
+    try:
+        rows = json.loads(board.read_text(encoding="utf-8"))
+        scores = headline_scores(rows)
+    except (ValueError, UnicodeDecodeError, OSError, KeyError, TypeError) as e:
+        log.warning("%s is unreadable (%s): no headline scores", board, e)
+        return {}
+    if table := headline_table(scores):
+        print(f"{table}\n(every metric and interval: {board.with_suffix('.md')})")
+    return scores

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from lira.data.errors import DataError, Dropper, Unique
-from lira.data.io import field_text, read_records, read_table
+from lira.data.io import data_folder, field_text, read_records, read_table
 from lira.data.types import Record, RetrievalData
 from lira.errors import MissingFileError
 
@@ -137,7 +137,7 @@ def load_beir_splits(
 ) -> dict[str, RetrievalData]:
     """Every qrels split of a BEIR folder, as given ({split: data}; corpus and queries read
     once); a folder without ``qrels/{train,dev,test}.tsv`` is an error naming them."""
-    folder = Path(folder)
+    folder = data_folder(folder, "BEIR", "corpus.jsonl, queries.jsonl and qrels/")
     splits = beir_qrel_splits(folder)
     if not splits:
         raise MissingFileError(

@@ -25,6 +25,19 @@ def read_bytes(path: str | Path) -> bytes:
     return path.read_bytes()
 
 
+def data_folder(path: str | Path, kind: str, holds: str) -> Path:
+    """``path`` when it is a folder; else a MissingFileError naming it (missing, or a file
+    where ``kind`` wants a folder that holds ``holds``) and the fix."""
+    path = Path(path)
+    if path.is_dir():
+        return path
+    what = "is a file, not a folder" if path.exists() else "does not exist"
+    raise MissingFileError(
+        f"{kind} folder {path} {what}; set data.path to the folder that holds {holds} "
+        "(or data.format to the data's format)"
+    )
+
+
 def _decode(raw: bytes, path: Path, record: int | str | None = None) -> str:
     try:
         return raw.decode("utf-8-sig")

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lira.data.errors import DataError, Dropper, Unique
-from lira.data.io import JSON_FIX, parse_json, read_text
+from lira.data.io import JSON_FIX, data_folder, parse_json, read_text
 from lira.data.types import ParallelData, Record, RetrievalData
 from lira.errors import MissingFileError
 
@@ -210,9 +210,7 @@ class XQuADR:
 
 def load_xquad_r(folder: str | Path, languages: list[str], drop_malformed: bool = False) -> XQuADR:
     """Load ``<folder>/<lang>.json`` for each language."""
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise MissingFileError(f"XQuAD-R folder {folder} does not exist; check data.path")
+    folder = data_folder(folder, "XQuAD-R", "<lang>.json files")
     available = sorted(p.stem for p in folder.glob("*.json"))
     missing = [lang for lang in languages if lang not in available]
     if missing:

@@ -437,13 +437,20 @@ def build_critic(
 
 
 def st_encode(ref: str, cache_dir: str = "") -> Encode:
-    """texts -> vectors of the sentence-transformers model ``ref`` (folder, hub id, demo alias)."""
+    """texts -> vectors of the sentence-transformers model ``ref`` (folder, hub id, demo alias);
+    a folder that asks for its own code, or will not load, is a one-line user error."""
     # imported here: only this critic's encoder needs sentence-transformers (and torch)
     from sentence_transformers import SentenceTransformer
 
     from lira.demo.references import resolve_model
+    from lira.models.loading import load_checked
 
-    model = SentenceTransformer(
-        resolve_model(ref, cache_dir), device="cpu", trust_remote_code=False
+    path = resolve_model(ref, cache_dir)
+    # a folder asking for its own code, or one that will not load: one line naming it
+    model = load_checked(
+        lambda: SentenceTransformer(path, device="cpu", trust_remote_code=False),
+        ref,
+        path,
+        "minilm",
     )
     return lambda texts: model.encode(texts, convert_to_numpy=True, show_progress_bar=False)

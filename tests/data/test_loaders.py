@@ -6,12 +6,14 @@ import json
 
 import pytest
 
+from lira.config import DataConfig
 from lira.data import demo_path
 from lira.data.beir import load_beir, load_hf_retrieval
 from lira.data.errors import DataError
 from lira.data.lazretrieval import load_lazretrieval
 from lira.data.sts import load_sts
 from lira.data.xquad_r import load_xquad_r
+from lira.errors import MissingFileError
 
 
 @pytest.fixture(scope="module")
@@ -153,3 +155,21 @@ def test_bad_json_line_names_the_line(tmp_path):
     with pytest.raises(DataError, match=r"sts.jsonl: record 2: field '<json>'"):
         load_sts(f)
     assert load_sts(f, drop_malformed=True).dropped == 1
+
+
+@pytest.mark.parametrize("fmt", ["xquad_r", "beir"])
+def test_data_path_naming_a_file_says_it_is_a_file(tmp_path, fmt):
+    """Issue 51 leftover: data.path pointing at a file said the folder "does not exist"."""
+    from lira.data.splits import load_splits
+
+    f = tmp_path / "queries.jsonl"
+    f.write_text('{"_id": "q", "text": "t"}\n', encoding="utf-8")
+    cfg = DataConfig(format=fmt, path=str(f), train_languages=["de"], eval_languages=["de"])
+    with pytest.raises(
+        MissingFileError, match=rf"folder {f} is a file, not a folder; set data.path"
+    ):
+        load_splits(cfg)
+    cfg = DataConfig(format=fmt, path=str(tmp_path / "nowhere"), train_languages=["de"],
+                     eval_languages=["de"])  # fmt: skip
+    with pytest.raises(MissingFileError, match=r"nowhere does not exist; set data.path"):
+        load_splits(cfg)

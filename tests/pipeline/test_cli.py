@@ -250,3 +250,17 @@ def test_translate_exits_non_zero_when_nothing_could_be_translated(tmp_path, cap
     assert "Traceback" not in err
     summary = json.loads((tmp_path / "out" / "translate_summary.json").read_text())
     assert summary["failed"] == 3 and summary["generated"] == 0  # the summary is still written
+
+
+def test_lasr_without_a_trained_arca_stops_in_one_line(tmp_path, capsys):
+    """Issue 52.5: `lira lasr` on an output folder with no Arca checkpoint trained an untrained
+    Adaptor and exited 0 with two warnings; it now stops naming the folder and the fix."""
+    out = tmp_path / "out"
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"output_dir: {out}\n")
+    assert main(["lasr", str(cfg)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in err[0], err
+    assert err[0].startswith(f"lira: no trained Arca at {out / 'arca' / 'final'} ")
+    assert "run `lira arca CONFIG` first" in err[0]
+    assert not (out / "lira-model").exists() and not (out / "lasr").exists()

@@ -210,3 +210,42 @@ def test_run_resume_after_a_config_change_refuses_naming_stage_keys_and_fix(
     assert main([*run, "--resume"]) == 0
     summary = json.loads((out / "run_summary.json").read_text())["stages"]
     assert summary == {"translate": "skipped", "arca": "skipped"}
+
+
+def test_run_ends_with_the_headline_scores_and_stores_them(tmp_path, monkeypatch, capsys):
+    """Issue 52.5: `lira run` printed no score at the end and run_summary.json held only stage
+    seconds; now both give compare's pooled nDCG@10 of backbone, mE5-small and lira."""
+    import pipeline.run as pipeline
+    from evaluators.leaderboard import write_leaderboard
+
+    def row(method, scenario, language, value, metric="ndcg@10"):
+        return dict(method=method, task="xquad-r", scenario=scenario, language=language,
+                    metric=metric, value=value, ci_low=value - 1, ci_high=value + 1)  # fmt: skip
+
+    def fake(stage, cfg, opts):
+        if stage == "compare":
+            rows = [row(m, sc, "all", v + d) for m, v in (("backbone", 30.0), ("lira", 60.0),
+                    ("me5-small", 50.0), ("infonce", 40.0))
+                    for sc, d in (("en-en", 20.0), ("lang-en", 0.0), ("en-lang", -5.0))]  # fmt: skip
+            rows += [
+                row("lira", "lang-en", "de", 1.0),
+                row("lira", "lang-en", "all", 9.0, "mrr@10"),
+            ]
+            write_leaderboard(rows, tmp_path / "compare")
+        return {}
+
+    monkeypatch.setattr(pipeline, "run_stage", fake)
+    pipeline.run_pipeline(RunConfig(output_dir=str(tmp_path), stages=["arca", "compare"]))
+    summary = json.loads((tmp_path / "run_summary.json").read_text())
+    assert summary["headline"] == {
+        "backbone": {"En-En": 50.0, "L→En": 30.0, "En→L": 25.0},
+        "me5-small": {"En-En": 70.0, "L→En": 50.0, "En→L": 45.0},
+        "lira": {"En-En": 80.0, "L→En": 60.0, "En→L": 55.0},
+    }
+    assert set(summary["stages"]) == {"arca", "compare"}
+    out = capsys.readouterr().out.splitlines()
+    at = out.index("ndcg@10 (every language pooled)")
+    assert out[at + 1].split() == ["method", "En-En", "L→En", "En→L"]
+    assert [x.split() for x in out[at + 2 : at + 5]] == [
+        ["backbone", "50.0", "30.0", "25.0"], ["me5-small", "70.0", "50.0", "45.0"],
+        ["lira", "80.0", "60.0", "55.0"]]  # fmt: skip

@@ -144,3 +144,22 @@ def test_embedding_critic_scores_echoes_lowest_with_a_real_encoder(demo_cache):
     assert '"echo": "copy"' in res[0].raw
     assert res[1].scores[0] > 1 and '"cos"' in res[1].raw
     assert critic.id.endswith(":echo1")  # stores scored by the old rule are scored again
+
+
+def test_embedding_critic_folder_asking_for_its_own_code_is_one_line(tmp_path, demo_cache):
+    """Issue 51 leftover: critic.encoder naming a folder whose modules.json asks for a class
+    outside sentence-transformers ended in a traceback; it is now one line naming it."""
+    import json
+    import shutil
+
+    from lira.demo.references import resolve_model
+    from lira.errors import UserInputError
+
+    folder = tmp_path / "critic-encoder"
+    shutil.copytree(resolve_model("demo:minilm", str(demo_cache)), folder)
+    (folder / "modules.json").write_text(json.dumps(
+        [{"idx": 0, "name": "0", "path": "", "type": "critic_own_code.Module"}]))  # fmt: skip
+    cfg = CriticConfig(kind="embedding", encoder=str(folder))
+    with pytest.raises(UserInputError, match=r"modules.json: module class 'critic_own_code"
+                       r".Module'.*LiRA never runs code from a model folder"):  # fmt: skip
+        build_critic(cfg, cache_dir=str(demo_cache))
