@@ -269,7 +269,7 @@ def render_card(model: LiRAModel, meta: Mapping[str, Any], model_id: str = "") -
         *usage_snippet(model_id, langs), "",
         "`LiRASentenceTransformer` is a `SentenceTransformer` that takes LiRA's module class from "
         "the installed package and never imports code from the folder. (Plain "
-        "`SentenceTransformer(..., trust_remote_code=True)` lets the folder's `modules.json` "
+        "`SentenceTransformer(...)` with its `trust_remote_code` flag on lets the folder's `modules.json` "
         "import and run any Python file in the folder: use it only on a folder you made or "
         "have read.) Texts in several languages, one language per text:", "",
         "```python",

@@ -14,8 +14,8 @@ name the kind of text, LiRA applies its backbone's own prompts). Then::
 :class:`LiRASentenceTransformer` is the call to use: it takes :class:`LiRAModule` from this
 installed package and refuses, in one line, a ``modules.json`` that names any other class
 outside sentence-transformers, so it never imports a ``.py`` file of the folder (even with
-``trust_remote_code=True``). Plain ``SentenceTransformer(folder, trust_remote_code=True)``
-loads an untouched LiRA folder too, but that flag lets a folder one did not make name a class
+sentence-transformers' ``trust_remote_code`` flag on). Plain ``SentenceTransformer(folder)``
+with that flag on loads an untouched LiRA folder too, but the flag lets a folder one did not make name a class
 in a ``.py`` file beside it, which sentence-transformers then imports and runs.
 
 Keywords: ``lang`` (one ISO 639-1 language for every text of the call; ``"en"`` is never
