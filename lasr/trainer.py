@@ -185,7 +185,7 @@ class LaSRTrainer(Trainer):
         if not self.cfg.select_on_validation or not r:
             return False
         en = r["by_lang"].get("en")
-        if self.english_floor is not None and en is not None and en < self.english_floor - 1e-9:
+        if self.english_floor is not None and en is not None and en < self.english_floor - 1e-6:
             log.info("lasr: step %d not kept: validation En-En %.4f below the backbone's %.4f",
                      step, en, self.english_floor)  # fmt: skip
             return False

@@ -43,7 +43,8 @@ def test_critic_failure_closes_its_leases_before_the_store(tmp_path, capsys, mon
         "translate", str(REPO / "configs" / "demo.yaml"), "translation.llm_translators=[]",
         "translation.pass_at_k=0",
         "translation.mt_translators=[{name: xquad-en, kind: reference, role: mt, train_only: true}]",
-        f"translation.critic.model={tmp_path / 'no-critic'}", "--output-dir", str(tmp_path / "o"),
+        "translation.critic.kind=transformers", f"translation.critic.model={tmp_path / 'no-critic'}",
+        "--output-dir", str(tmp_path / "o"),
     ]  # fmt: skip
     code = main(args)
     gc.collect()

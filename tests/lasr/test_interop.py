@@ -383,6 +383,7 @@ def test_a_folders_own_python_never_runs_through_lira_sentence_transformer(saved
     line naming modules.json and the class, the file never imported, whatever the flag; a
     ``.py`` shadowing LiRA's own module path is never read either."""
     from lasr.st_module import LiRASentenceTransformer
+    from lira.checkpoint.manifest import write_manifest
     from lira.errors import CheckpointError
 
     _, folder, _, _, _ = saved
@@ -393,10 +394,15 @@ def test_a_folders_own_python_never_runs_through_lira_sentence_transformer(saved
     (hostile / "lasr").mkdir()
     (hostile / "lasr" / "st_module.py").write_text(EVIL.format(marker=str(marker)))
     (hostile / "lasr.st_module.py").write_text(EVIL.format(marker=str(marker)))
+    with pytest.raises(CheckpointError, match=r"is not listed in lira_manifest\.json"):
+        LiRASentenceTransformer(str(hostile), device="cpu", trust_remote_code=trust)
+    assert not marker.exists()  # files LiRA did not write make the folder damaged (issue 51)
+    write_manifest(hostile)  # a hostile folder may carry a manifest that lists its own files
     st = LiRASentenceTransformer(str(hostile), device="cpu", trust_remote_code=trust)
     assert st.lira.dim == saved[0].dim and not marker.exists()  # LiRA's class, installed
     modules = [{"idx": 0, "name": "0", "path": "", "type": "evil.Evil"}]
     (hostile / "modules.json").write_text(json.dumps(modules))
+    write_manifest(hostile)
     with pytest.raises(CheckpointError) as e:
         LiRASentenceTransformer(str(hostile), device="cpu", trust_remote_code=trust)
     msg = str(e.value)

@@ -258,7 +258,9 @@ def test_run_lasr_engine_writes_loadable_model(tmp_path, models_config, caplog):
     # looks at the test questions (lira compare's)
     missing, total = summary["missing_translations"], summary["translation_lookups"]
     assert splits.dev is not None and summary["after"]["retrieval"]["queries"] == 8
-    assert missing == 8 and total == 8 + 24
+    # + the German sentences of the validation pools (En→L, Multi), looked up once each
+    de_docs = len({r.text for r in splits.dataset.sentences("de")})
+    assert missing == 8 + de_docs and total == 8 + 24 + de_docs
     assert summary["fixed_fusion"]["foreign"]["weights"] and summary["selected_step"] in (0, 3)
     assert f"LaSR: {missing} of {total} non-English texts have no stored translation" in caplog.text
     loaded = LiRAModel.from_pretrained(tmp_path / "lira-model")
@@ -330,7 +332,9 @@ def test_fixed_fusion_start_english_floor_and_selection(demo, tmp_path):
     per_q = tr.best[PER_QUERY]  # step 0's nDCG@10 per validation query
     assert len(per_q) == step0["queries"]
     # a higher macro from noise alone (± per question, mean +0.005) is not kept ...
-    noisy = {q: v + (0.1 if i % 2 else -0.09) for i, (q, v) in enumerate(sorted(per_q.items()))}
+    questions = sorted({plain_qid(q) for q in per_q})
+    sign = {q: 0.1 if i % 2 else -0.09 for i, q in enumerate(questions)}
+    noisy = {q: v + sign[plain_qid(q)] for q, v in per_q.items()}
     assert not tr.consider(2, {"retrieval": {**step0, "macro": step0["macro"] + 0.01,
                                              PER_QUERY: noisy}})  # fmt: skip
     with torch.no_grad():  # ... a different net at "step 2" that gains on every question is
