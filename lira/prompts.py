@@ -101,6 +101,18 @@ LANGUAGE_NAMES: dict[str, str] = {
 }
 """ISO 639-1 code -> English language name used in the critic prompt."""
 
+PAPER_CRITIC = (
+    "Please strictly evaluate the following translation on three dimensions:\n"
+    "• Semantic Fidelity (1–10): Accuracy in conveying original meaning\n"
+    "• Emotional Consistency (1–10): Alignment with original emotional tone\n"
+    "• Pragmatic Tone (1–10): Appropriateness in contextual usage and style\n"
+    "You MUST only output JSON format with keys 'semantic', 'emotional', 'pragmatic' "
+    "and values 1–10, without any other explanations.\n"
+    "Origin text in {lang}: '{sentence}'\n"
+    "Translation in En: '{translation}'"
+)
+"""The critic prompt printed in App. C.2 (every version's critic: a critic is a chat model)."""
+
 PROMPTS: dict[str, dict[str, str]] = {
     "paper-v1": {
         "translate": (
@@ -108,16 +120,7 @@ PROMPTS: dict[str, dict[str, str]] = {
             "Please translate the following phrase or sentence into English: '{text}'. "
             "Output only the translation results without any other explanations."
         ),
-        "critic": (
-            "Please strictly evaluate the following translation on three dimensions:\n"
-            "• Semantic Fidelity (1–10): Accuracy in conveying original meaning\n"
-            "• Emotional Consistency (1–10): Alignment with original emotional tone\n"
-            "• Pragmatic Tone (1–10): Appropriateness in contextual usage and style\n"
-            "You MUST only output JSON format with keys 'semantic', 'emotional', 'pragmatic' "
-            "and values 1–10, without any other explanations.\n"
-            "Origin text in {lang}: '{sentence}'\n"
-            "Translation in En: '{translation}'"
-        ),
+        "critic": PAPER_CRITIC,
     },
     "fewshot-v1": {
         "translate": (
@@ -133,16 +136,7 @@ PROMPTS: dict[str, dict[str, str]] = {
             "{lang}: {text}\n"
             "English:"
         ),
-        "critic": (
-            "Please strictly evaluate the following translation on three dimensions:\n"
-            "• Semantic Fidelity (1–10): Accuracy in conveying original meaning\n"
-            "• Emotional Consistency (1–10): Alignment with original emotional tone\n"
-            "• Pragmatic Tone (1–10): Appropriateness in contextual usage and style\n"
-            "You MUST only output JSON format with keys 'semantic', 'emotional', 'pragmatic' "
-            "and values 1–10, without any other explanations.\n"
-            "Origin text in {lang}: '{sentence}'\n"
-            "Translation in En: '{translation}'"
-        ),
+        "critic": PAPER_CRITIC,
     },
 }
 """prompt version -> {"translate": template, "critic": template}."""
