@@ -96,3 +96,35 @@ def fresh_accelerate_state():
     AcceleratorState._reset_state(reset_partial_state=True)
     yield
     AcceleratorState._reset_state(reset_partial_state=True)
+
+
+def reference_run(
+    models_config: object, out: Path, max_train: int, max_eval: int, **arca: object
+) -> object:
+    """A ``RunConfig`` whose store holds two reference translators of the de questions: the gold
+    English (``xquad-en``) and a noisy variant of it (``noisy``); ``arca`` sets ArcaConfig."""
+    from arca.config import ArcaConfig
+    from lira.config import DataConfig
+    from lira.data.splits import load_splits
+    from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
+    from lira.translation.engine import store_path
+    from lira.translation.store import TranslationStore
+    from pipeline.runconfig import RunConfig
+
+    refs = [TranslatorConfig(name=n, kind="reference", role="mt") for n in ("xquad-en", "noisy")]
+    data = DataConfig(train_languages=["de"], eval_languages=["de"],
+                      max_train_queries=max_train, max_eval_queries=max_eval)  # fmt: skip
+    translation = TranslationConfig(pass_at_k=0, num_candidates=2, mt_translators=refs,
+                                    critic=CriticConfig(kind="none"))  # fmt: skip
+    cfg = RunConfig(output_dir=str(out), models=models_config, data=data, translation=translation,
+                    arca=ArcaConfig(steps=4, batch_size=4, log_every=2, save_every=2, **arca))  # fmt: skip
+    splits = load_splits(cfg.data)
+    rng = random.Random(0)
+    with TranslationStore(store_path(cfg)) as store:
+        for name in ("xquad-en", "noisy"):
+            rows = []
+            for r in splits.train_sources + splits.eval_sources:
+                en = splits.dataset.question("en", r.id.split("@")[0]).text
+                rows.append((r.text, r.lang, en if name == "xquad-en" else noisy(en, rng), r.id))
+            store.add_reference(name, rows)
+    return cfg

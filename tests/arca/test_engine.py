@@ -3,46 +3,19 @@
 from __future__ import annotations
 
 import json
-import random
 
 import pytest
 
-from arca.config import ArcaConfig
-from lira.config import DataConfig
-from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from pipeline.runconfig import RunConfig
 
-from .conftest import noisy
+from .conftest import reference_run
 
 
 @pytest.mark.slow
 def test_run_arca_reads_the_store_and_writes_a_checkpoint(models_config, tmp_path):
     from arca.engine import run_arca
-    from lira.data.splits import load_splits
-    from lira.translation.engine import store_path
-    from lira.translation.store import TranslationStore
 
-    refs = [TranslatorConfig(name=n, kind="reference", role="mt") for n in ("xquad-en", "noisy")]
-    cfg = RunConfig(
-        output_dir=str(tmp_path),
-        models=models_config,
-        data=DataConfig(
-            train_languages=["de"], eval_languages=["de"], max_train_queries=24, max_eval_queries=8
-        ),
-        translation=TranslationConfig(
-            pass_at_k=0, num_candidates=2, mt_translators=refs, critic=CriticConfig(kind="none")
-        ),
-        arca=ArcaConfig(steps=4, batch_size=4, log_every=2, save_every=2),
-    )
-    splits = load_splits(cfg.data)
-    rng = random.Random(0)
-    with TranslationStore(store_path(cfg)) as store:
-        for name in ("xquad-en", "noisy"):
-            rows = []
-            for r in splits.train_sources + splits.eval_sources:
-                en = splits.dataset.question("en", r.id.split("@")[0]).text
-                rows.append((r.text, r.lang, en if name == "xquad-en" else noisy(en, rng), r.id))
-            store.add_reference(name, rows)
+    cfg = reference_run(models_config, tmp_path, 24, 8)
     summary = run_arca(cfg, resume=False)
     out = tmp_path / "arca"
     assert summary["step"] == 4 and set(summary["selection"]) <= {"xquad-en", "noisy"}

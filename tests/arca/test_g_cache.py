@@ -4,7 +4,6 @@ run began to fill train the same weights bit for bit."""
 
 from __future__ import annotations
 
-import random
 import shutil
 import sqlite3
 
@@ -12,13 +11,10 @@ import numpy as np
 import pytest
 import torch
 
-from arca.config import ArcaConfig
 from arca.g_cache import GEmbeddingCache, cache_key, cache_path
-from lira.config import DataConfig
-from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from pipeline.runconfig import RunConfig
 
-from .conftest import noisy
+from .conftest import reference_run
 
 ENC = "sentence|g|v1|d=4|len=8|kind=query"
 
@@ -83,32 +79,7 @@ def test_a_row_depends_on_its_text_only_not_on_the_cache_history(tmp_path):
 
 
 def _arca_run(models_config, out) -> RunConfig:
-    from lira.data.splits import load_splits
-    from lira.translation.engine import store_path
-    from lira.translation.store import TranslationStore
-
-    refs = [TranslatorConfig(name=n, kind="reference", role="mt") for n in ("xquad-en", "noisy")]
-    cfg = RunConfig(
-        output_dir=str(out),
-        models=models_config,
-        data=DataConfig(
-            train_languages=["de"], eval_languages=["de"], max_train_queries=16, max_eval_queries=4
-        ),
-        translation=TranslationConfig(
-            pass_at_k=0, num_candidates=2, mt_translators=refs, critic=CriticConfig(kind="none")
-        ),
-        arca=ArcaConfig(steps=4, batch_size=4, log_every=2, save_every=2, train_encoder=False),
-    )
-    splits = load_splits(cfg.data)
-    rng = random.Random(0)
-    with TranslationStore(store_path(cfg)) as store:
-        for name in ("xquad-en", "noisy"):
-            rows = []
-            for r in splits.train_sources + splits.eval_sources:
-                en = splits.dataset.question("en", r.id.split("@")[0]).text
-                rows.append((r.text, r.lang, en if name == "xquad-en" else noisy(en, rng), r.id))
-            store.add_reference(name, rows)
-    return cfg
+    return reference_run(models_config, out, 16, 4, train_encoder=False)
 
 
 def _weights(out) -> dict[str, bytes]:
