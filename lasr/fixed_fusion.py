@@ -8,7 +8,6 @@ half, the multilingual half, g's own vector) gives a cosine cos_b(q, d). A *fixe
 it beats the best single block *out of fold* (folds by question, leave-one-language-out for
 foreign queries) with a paired 95% lower bound above 0, else that single block: on xquad_minilm
 the in-sample pick (90.8 En-En on 83 questions) fell to 88.2 out of fold, below g alone (89.2).
-:func:`fit_fusion` is the in-sample grid search (``fusion_rule: in_sample``).
 :func:`fitted_table` turns the weights into the head's per-type table: every document weighs
 each block 1 and queries λ, so the fused cosine is Σ_b λ_b cos_b / (N_q N_d) with one N_d for
 every document of every language, and LiRA at step 0 ranks exactly as the fused scores
@@ -90,7 +89,7 @@ def weight_grid(
     combos = [tuple(float(w) for w in lam) for lam in itertools.product(*options)]
     combos = [lam for lam in combos if any(w > 0 for w in lam)]
     if not combos:
-        raise ValueError("fit_fusion: every weight combination is zero; check lasr.fusion_grid")
+        raise ValueError("weight_grid: every weight combination is zero; check lasr.fusion_grid")
     return combos
 
 
@@ -130,38 +129,6 @@ def _single_blocks(combos: Sequence[Sequence[float]]) -> dict[int, str]:
     return out
 
 
-def fit_fusion(
-    cos: Tensor,
-    labels: Tensor,
-    groups: dict[str, list[int]],
-    grid: Sequence[float],
-    k: int = 10,
-    allowed: Sequence[bool] = (True, True, True),
-    candidates: Tensor | None = None,
-    across_processes: bool = False,
-) -> FusionFit:
-    """The λ ∈ grid³ (blocks not ``allowed`` stay 0) maximising *in sample* the mean over
-    ``groups`` ({language: query rows}) of the mean nDCG@k of Σ_b λ_b cos_b [Q, D] against
-    ``labels`` [Q, D] (> 0 = relevant); ``candidates`` [Q, D] (bool) restricts each query's
-    documents. ``across_processes`` as :func:`per_query_ndcg`. LaSR's default rule is
-    :func:`select_fusion` (out of fold); this is ``lasr.fusion_rule: in_sample``."""
-    if not groups:
-        raise ValueError("fit_fusion: no validation query to fit on")
-    combos = weight_grid(grid, allowed)
-    scores = per_query_ndcg(cos, labels, combos, k, candidates, across_processes)  # [C, Q]
-    rows = {lang: torch.as_tensor(r, dtype=torch.long) for lang, r in groups.items()}
-    by_lang = torch.stack([scores[:, r].mean(1) for r in rows.values()], 1)  # [C, L]
-    best = int(by_lang.mean(1).argmax())  # the first of the best, in grid order
-    fit = FusionFit(
-        combos[best],
-        float(by_lang[best].mean()),
-        {lang: float(by_lang[best, j]) for j, lang in enumerate(rows)},
-    )
-    for i, name in _single_blocks(combos).items():
-        fit.parts[name] = float(by_lang[i].mean())
-    return fit
-
-
 def question_folds(questions: Sequence[str], folds: int, seed: int = 0) -> list[int]:
     """A fold in [0, folds) per query, by question: every query of one question (in any
     language) shares a fold; questions are shuffled with ``seed`` and dealt round-robin."""
@@ -169,6 +136,26 @@ def question_folds(questions: Sequence[str], folds: int, seed: int = 0) -> list[
     order = torch.randperm(len(unique), generator=torch.Generator().manual_seed(seed)).tolist()
     fold_of = {unique[j]: n % folds for n, j in enumerate(order)}
     return [fold_of[q] for q in questions]
+
+
+def cv_cells(
+    questions: Sequence[str], langs: Sequence[str], folds: int, seed: int = 0
+) -> list[tuple[Tensor, Tensor]]:
+    """The out-of-fold cells of per-query scores, as (held-out mask, fit-on mask) [Q] pairs:
+    folds by question (:func:`question_folds`) and, with two or more languages, one language's
+    queries of one fold held out and fitted on the other languages' queries of the other
+    folds; cells with nothing to hold out or fit on are left out."""
+    fold = torch.tensor(question_folds(questions, folds, seed))
+    names = list(dict.fromkeys(langs))
+    lang = torch.tensor([names.index(x) for x in langs])
+    cells = []
+    for f in range(folds):
+        for j in range(len(names)) if len(names) > 1 else [None]:
+            cell = (fold == f) if j is None else (fold == f) & (lang == j)
+            fit_on = (fold != f) if j is None else (fold != f) & (lang != j)
+            if cell.any() and fit_on.any():
+                cells.append((cell, fit_on))
+    return cells
 
 
 def question_gain_ci(
@@ -206,10 +193,8 @@ def select_fusion(
     row per λ of ``combos``; e.g. :func:`per_query_ndcg`), chosen so that it holds out of
     sample.
 
-    ``rule="cv"``: the candidates are every λ and the best single block. Out of fold — folds by
-    question (:func:`question_folds`) and, with two or more languages, leave-one-language-out as
-    well (a held-out cell is one language's queries of one fold, fitted on the other languages'
-    queries of the other folds) — the grid's best λ and the best single block are each picked
+    ``rule="cv"``: the candidates are every λ and the best single block. Out of fold
+    (:func:`cv_cells`: folds by question, leave-one-language-out as well) the grid's best λ and the best single block are each picked
     on the fitting queries and scored on the held-out cell. The fitted λ (refitted on every
     query) is kept only when its out-of-fold gain over the single block has a paired 95% lower
     bound above 0 (a t interval over questions, each question's gain averaged over its
@@ -219,29 +204,21 @@ def select_fusion(
     singles = _single_blocks(combos)
     if not singles:
         raise ValueError("select_fusion: the grid has no single-block combination (add 1.0)")
-    fold = torch.tensor(question_folds(questions, folds, seed))
     lang_ids = {lang: j for j, lang in enumerate(dict.fromkeys(langs))}
     lang = torch.tensor([lang_ids[x] for x in langs])
-    by_lang = len(lang_ids) > 1
     single_idx = torch.tensor(list(singles))
     oof_fit, oof_single = torch.zeros(scores.shape[1]), torch.zeros(scores.shape[1])
-    for f in range(folds):
-        for j in range(len(lang_ids)) if by_lang else [None]:
-            cell = (fold == f) if j is None else (fold == f) & (lang == j)
-            fit_on = (fold != f) if j is None else (fold != f) & (lang != j)
-            if not cell.any() or not fit_on.any():
-                continue
-            mean = scores[:, fit_on].mean(1)
-            oof_fit[cell] = scores[int(mean.argmax()), cell]
-            oof_single[cell] = scores[int(single_idx[mean[single_idx].argmax()]), cell]
+    for cell, fit_on in cv_cells(questions, langs, folds, seed):
+        mean = scores[:, fit_on].mean(1)
+        oof_fit[cell] = scores[int(mean.argmax()), cell]
+        oof_single[cell] = scores[int(single_idx[mean[single_idx].argmax()]), cell]
     gain = question_gain_ci(questions, (oof_fit - oof_single).tolist())
-    lo = gain[1]
     mean_all = scores.mean(1)
     best_fit = int(mean_all.argmax())
     best_single = int(single_idx[mean_all[single_idx].argmax()])
-    keep_fit = rule == "in_sample" or lo > 0
+    keep_fit = rule == "in_sample" or gain[1] > 0
     chosen = best_fit if keep_fit else best_single
-    fit = FusionFit(
+    return FusionFit(
         tuple(float(w) for w in combos[chosen]),
         float(mean_all[chosen]),
         {x: float(scores[chosen, lang == j].mean()) for x, j in lang_ids.items()},
@@ -254,7 +231,6 @@ def select_fusion(
         oof_single=float(oof_single.mean()),
         gain=gain,
     )
-    return fit
 
 
 def fitted_table(foreign: Sequence[float] | None, english: Sequence[float] | None) -> Tensor:

@@ -20,10 +20,9 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-import torch
 
 from evaluators.bootstrap import bootstrap_ci
-from lasr.fixed_fusion import question_folds, select_fusion, weight_grid
+from lasr.fixed_fusion import cv_cells, select_fusion, weight_grid
 from lasr.model import LiRAModel
 from lasr.trainable import PoolScores, validation_scores
 from lira.data.splits import load_splits, validation_pools
@@ -37,21 +36,13 @@ def nested_choice(v: PoolScores, combos: list, rule: str, folds: int, seed: int)
     """{query id: index in ``combos`` of the λ that ``rule`` picks without that query's fold
     (and, with two or more languages, without its language)}."""
     qs = [plain_qid(k) for k in v.keys]
-    fold = torch.tensor(question_folds(qs, folds, seed))
-    names = list(dict.fromkeys(v.langs))
-    lang = torch.tensor([names.index(x) for x in v.langs])
     out: dict[str, int] = {}
-    for f in range(folds):
-        for j in range(len(names)) if len(names) > 1 else [None]:
-            cell = (fold == f) if j is None else (fold == f) & (lang == j)
-            fit_on = (fold != f) if j is None else (fold != f) & (lang != j)
-            if not cell.any() or not fit_on.any():
-                continue
-            on = fit_on.nonzero().flatten().tolist()
-            sub = select_fusion(v.scores[:, on], combos, [qs[i] for i in on],
-                                [v.langs[i] for i in on], folds, rule, seed)  # fmt: skip
-            for i in cell.nonzero().flatten().tolist():
-                out[v.keys[i]] = combos.index(sub.weights)
+    for cell, fit_on in cv_cells(qs, v.langs, folds, seed):
+        on = fit_on.nonzero().flatten().tolist()
+        sub = select_fusion(v.scores[:, on], combos, [qs[i] for i in on],
+                            [v.langs[i] for i in on], folds, rule, seed)  # fmt: skip
+        for i in cell.nonzero().flatten().tolist():
+            out[v.keys[i]] = combos.index(sub.weights)
     return out
 
 

@@ -35,7 +35,7 @@ def fit_both_ways() -> tuple[list[tuple[object, ...]], list[int]]:
     g = torch.Generator().manual_seed(0)
     cos = torch.rand(3, 12, 20, generator=g)  # [blocks, Q, D]
     labels = (torch.rand(12, 20, generator=g) > 0.8).float()
-    groups = {"de": list(range(6)), "es": list(range(6, 12))}
+    langs = ["de"] * 6 + ["es"] * 6
     fused, calls = fixed_fusion.fused_ndcg, []
 
     def counting(*args: object, **kwargs: object) -> torch.Tensor:
@@ -46,8 +46,10 @@ def fit_both_ways() -> tuple[list[tuple[object, ...]], list[int]]:
     fits = []
     for shared in (True, False):
         calls.append(0)
-        fit = fixed_fusion.fit_fusion(cos, labels, groups, (0.0, 0.5, 1.0), k=5,
-                                      across_processes=shared)  # fmt: skip
+        combos = fixed_fusion.weight_grid((0.0, 0.5, 1.0))
+        scores = fixed_fusion.per_query_ndcg(cos, labels, combos, k=5, across_processes=shared)
+        fit = fixed_fusion.select_fusion(scores, combos, [f"q{i}" for i in range(12)],
+                                         langs, rule="in_sample")  # fmt: skip
         fits.append((fit.weights, fit.score, fit.by_lang, fit.parts))
     fixed_fusion.fused_ndcg = fused
     return fits, calls

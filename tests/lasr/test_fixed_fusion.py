@@ -10,10 +10,11 @@ import torch.nn.functional as F
 from arca.adaptor import Adaptor
 from lasr.fixed_fusion import (
     block_cosines,
-    fit_fusion,
     fitted_table,
+    per_query_ndcg,
     question_folds,
     select_fusion,
+    weight_grid,
 )
 from lasr.fusion import FusionHead, LaSRNet, gate_features
 from lira.metrics import ndcg_dense, ndcg_of_scores
@@ -45,13 +46,19 @@ def test_fit_finds_the_informative_block_and_reports_each_block_alone():
     cos = torch.randn(3, q, d, generator=gen) * 0.1
     cos[2] += 0.5 * labels
     cos[1] -= 0.5 * labels
-    groups = {"de": list(range(15)), "ru": list(range(15, 30))}
-    fit = fit_fusion(cos, labels, groups, [0.0, 0.5, 1.0, 2.0], k=10)
+    questions, langs = [f"q{i}" for i in range(q)], ["de"] * 15 + ["ru"] * 15
+
+    def fit_fusion(grid: list[float], allowed=(True, True, True)):  # the in-sample rule
+        combos = weight_grid(grid, allowed)
+        scores = per_query_ndcg(cos, labels, combos, k=10)
+        return select_fusion(scores, combos, questions, langs, rule="in_sample")
+
+    fit = fit_fusion([0.0, 0.5, 1.0, 2.0])
     assert fit.weights[2] > 0 and fit.weights[1] == 0.0
     assert fit.score >= max(fit.parts.values()) - 1e-9
     assert fit.parts["g"] > fit.parts["en"] > fit.parts["lr"]
     assert set(fit.by_lang) == {"de", "ru"}
-    only_en = fit_fusion(cos, labels, groups, [0.0, 1.0], allowed=(True, False, False))
+    only_en = fit_fusion([0.0, 1.0], allowed=(True, False, False))
     assert only_en.weights == (1.0, 0.0, 0.0) and set(only_en.parts) == {"en"}
 
 
