@@ -19,7 +19,7 @@ from lasr.config import LaSRConfig, LaSRRun
 from lasr.model import LiRAModel
 from lasr.model_card import card_languages, run_card
 from lasr.trainer import LASR_UNSHAPING, LaSRTrainer
-from lira.data.splits import load_splits, validation_pools
+from lira.data.splits import Splits, load_splits, validation_pools
 from lira.data.types import PairData, RetrievalData
 from lira.errors import MissingFileError
 from lira.jsonio import write_json
@@ -31,13 +31,13 @@ log = logging.getLogger(__name__)
 
 
 def task_data(
-    cfg: LaSRRun,
+    cfg: LaSRRun, splits: Splits | None = None
 ) -> tuple[RetrievalData | None, RetrievalData | None, PairData | None, PairData | None]:
     """(train retrieval, validation retrieval, train pairs, held-out pairs) of the config's
-    data. LaSR reads the validation split (``data.dev_fraction``) only: the test split is
-    ``lira compare``'s; without a validation split LaSR evaluates no retrieval."""
-
-    splits = load_splits(cfg.data)
+    data (``splits``: already loaded from it). LaSR reads the validation split
+    (``data.dev_fraction``) only: the test split is ``lira compare``'s; without a validation
+    split LaSR evaluates no retrieval."""
+    splits = splits if splits is not None else load_splits(cfg.data)
     train_r = getattr(splits, "train", None)
     eval_r = splits.dev
     train_p = getattr(splits, "train_pairs", None)
@@ -47,11 +47,6 @@ def task_data(
     if cfg.lasr.task == "retrieval":
         train_p = eval_p = None
     return train_r, eval_r, train_p, eval_p
-
-
-def fusion_pools(cfg: LaSRRun) -> dict[str, RetrievalData]:
-    """The validation pools LaSR's fusion rule is scored on (:func:`validation_pools`)."""
-    return validation_pools(load_splits(cfg.data))
 
 
 def trained_arca(cfg: LaSRRun) -> Path:
@@ -93,7 +88,8 @@ def run_lasr(
     model = LiRAModel.from_config(cfg, arca_dir, store=store, online=cfg.arca.online_translation)
 
     model.arca.attach_g_cache(out)  # a frozen g's embeddings: computed once per run
-    train_r, eval_r, train_p, eval_p = task_data(cfg)
+    splits = load_splits(cfg.data)  # once: the task data and the fusion's validation pools
+    train_r, eval_r, train_p, eval_p = task_data(cfg, splits)
     trainer = LaSRTrainer(
         lc,
         model,
@@ -103,7 +99,7 @@ def run_lasr(
         eval_retrieval=eval_r,
         eval_pairs=eval_p,
         fingerprint=lasr_fingerprint(cfg),
-        fusion_pools=fusion_pools(cfg) if eval_r is not None else None,
+        fusion_pools=validation_pools(splits) if eval_r is not None else None,
     )
     if eval_r is None and train_r is not None:
         log.warning("LaSR: no validation split (data.dev_fraction = 0): nothing is selected on "

@@ -154,18 +154,31 @@ class TranslationEncoder:
     texts). ``with_source``: the plain ensemble n(e(x)) + n(e(y)), re-normalised."""
 
     def __init__(
-        self, lira: LiRAModel, encoder: Encoder, translator: str = "", with_source: bool = False
+        self,
+        lira: LiRAModel,
+        encoder: Encoder,
+        translator: str = "",
+        with_source: bool = False,
+        picks: dict[tuple[str, str], str] | None = None,
     ) -> None:
         self.lira, self.encoder = lira, encoder
         self.translator, self.with_source = translator, with_source
+        self.picks = {} if picks is None else picks
+        """{(lang, text): the Actor's pick}, shared by the rows that read the pick (each text
+        through the Actor once)."""
 
     def english(self, texts: Sequence[str], langs: Sequence[str]) -> list[str]:
         """The English text of each input (the input itself where there is no candidate)."""
-        if not self.translator:
-            return self.lira.english_texts(texts, langs)[0]
-        cands = self.lira.candidates(texts, langs)
-        own = [[c.text for c in cs if c.translator == self.translator] for cs in cands]
-        return [o[0] if o else t for o, t in zip(own, texts)]
+        if self.translator:
+            cands = self.lira.candidates(texts, langs)
+            own = [[c.text for c in cs if c.translator == self.translator] for cs in cands]
+            return [o[0] if o else t for o, t in zip(own, texts)]
+        todo = list(dict.fromkeys((lang, t) for t, lang in zip(texts, langs)))
+        todo = [k for k in todo if k not in self.picks]
+        if todo:
+            chosen = self.lira.english_texts([t for _, t in todo], [lang for lang, _ in todo])[0]
+            self.picks.update(zip(todo, chosen))
+        return [self.picks[(lang, t)] for t, lang in zip(texts, langs)]
 
     def encode(
         self,
@@ -193,8 +206,9 @@ def translation_encoders(
     out: dict[str, Encoder] = {f"lira: h({name})": TranslationEncoder(lira, h, name)
                                for name in translators}  # fmt: skip
     if g is not None:
-        out[TRANSLATE_TEST] = TranslationEncoder(lira, g)
-        out[TRANSLATE_TEST_ENSEMBLE] = TranslationEncoder(lira, g, with_source=True)
+        picks: dict[tuple[str, str], str] = {}
+        out[TRANSLATE_TEST] = TranslationEncoder(lira, g, picks=picks)
+        out[TRANSLATE_TEST_ENSEMBLE] = TranslationEncoder(lira, g, with_source=True, picks=picks)
     return out
 
 
