@@ -1,15 +1,19 @@
 """Retrieval with a translator's output: base vs GRPO-tuned (``lira tune-translator --evaluate``).
 
 Does the translator tuned on Arca's anchor reward write translations the backbone h retrieves
-better with? This module answers it on the configured data's held-out
-questions (never tuning sources): both translators translate every held-out question of the
-evaluation languages into the run's store (under their own ids; cached candidates are reused),
+better with? This module answers it on questions that were never tuning sources: the
+validation split (``--split validation``, the default: its ids in the training languages and
+``data.dev_languages``, where the pool is decided) or the held-out test split (``--split
+test``: the evaluation languages; read once, for a shipped pool). Both translators translate
+every such question into the run's store (under their own ids; cached candidates are reused),
 then h embeds each translator's output and retrieves over the English passages (scenario
 ``lang-en``). Rows: h on the raw question, h on each translator's output, and the tuned one's
-paired difference to the base one (same questions, paired bootstrap). Also written: random
-(source, base, tuned) triples so a reader can see whether the reward was gamed.
+paired difference to the base one (same questions, paired bootstrap). Also counted: each
+translator's outputs that are no translation at all (:func:`lira.translation.checks.
+echo_reason`: empty, a copy or echo of the source, still in its language or script), and
+random (source, base, tuned) triples so a reader can see whether the reward was gamed.
 
-Output under ``<tune output>/evaluation/``: ``leaderboard.{md,json}`` (+ plots),
+Output under ``<tune output>/evaluation/<split>/``: ``leaderboard.{md,json}`` (+ plots),
 ``pairs.md`` and ``summary.json``.
 """
 
@@ -32,6 +36,7 @@ from lira.data.splits import load_splits
 from lira.data.xquad_r import XQuADR
 from lira.encoding import Encoder
 from lira.errors import UserInputError
+from lira.translation.checks import echo_reason
 from lira.translation.config import CriticConfig, TranslatorConfig
 from lira.translation.engine import fill_store, store_path
 from lira.translation.store import TranslationStore
@@ -86,25 +91,57 @@ class TranslatorEvalRun(EvalRun, TuningRun, Protocol):
     """What ``lira tune-translator --evaluate`` reads of a run config (a ``RunConfig`` is one)."""
 
 
-def heldout_questions(cfg: EvalRun) -> tuple[XQuADR, list[str], dict[str, list[str]]]:
-    """(dataset, held-out ids, {language: question texts}) of the non-English eval languages."""
+SPLITS = ("validation", "test")
+"""The question sets ``--evaluate`` reads (``--split``)."""
+
+
+def heldout_questions(
+    cfg: EvalRun, split: str = "validation"
+) -> tuple[XQuADR, list[str], dict[str, list[str]]]:
+    """(dataset, question ids, {language: question texts}) of ``split``'s non-English
+    languages: the validation ids in the training and dev languages, or the test ids in the
+    evaluation languages."""
+    if split not in SPLITS:
+        raise UserInputError(f"--split {split!r}: choose one of {', '.join(SPLITS)}")
     splits = load_splits(cfg.data)
     if splits.dataset is None:
         raise UserInputError(
             f"tune-translator --evaluate needs parallel retrieval data (data.format: xquad_r); "
             f"the config has data.format={cfg.data.format}"
         )
-    langs = [lg for lg in cfg.data.eval_languages if lg != "en"]
-    if not langs:
-        raise UserInputError(
-            "tune-translator --evaluate: data.eval_languages has no non-English language"
-        )
+    if split == "validation":
+        ids = splits.dev_ids
+        langs = list(dict.fromkeys(r.lang for r in splits.dev_sources))
+        if not ids or not langs:
+            raise UserInputError(
+                "tune-translator --evaluate: the config has no validation split "
+                f"(data.dev_fraction={cfg.data.dev_fraction}); set data.dev_fraction > 0 or "
+                "use --split test"
+            )
+    else:
+        ids = splits.eval_ids
+        langs = [lg for lg in cfg.data.eval_languages if lg != "en"]
+        if not langs:
+            raise UserInputError(
+                "tune-translator --evaluate: data.eval_languages has no non-English language"
+            )
     ds = splits.dataset
-    return (
-        ds,
-        splits.eval_ids,
-        {lg: [ds.question(lg, q).text for q in splits.eval_ids] for lg in langs},
-    )
+    return ds, ids, {lg: [ds.question(lg, q).text for q in ids] for lg in langs}
+
+
+def no_translation_rates(
+    store: TranslationStore, questions: dict[str, list[str]], translator: TranslatorConfig
+) -> dict[str, float]:
+    """Per language (and ``all``): the share of ``translator``'s stored outputs that are no
+    translation (:func:`~lira.translation.checks.echo_reason`; a missing output counts)."""
+    rates, flagged, total = {}, 0, 0
+    for lang, texts in questions.items():
+        found = store.candidates(texts, lang, [translator])
+        bad = sum(not c or echo_reason(t, c[0].text) is not None for t, c in zip(texts, found))
+        rates[lang] = bad / len(texts) if texts else 0.0
+        flagged, total = flagged + bad, total + len(texts)
+    rates["all"] = flagged / total if total else 0.0
+    return rates
 
 
 def sample_pairs(
@@ -132,6 +169,16 @@ def sample_pairs(
     return out
 
 
+def _echo_markdown(echoes: dict[str, dict[str, float]], langs: list[str]) -> str:
+    """The no-translation rates as a Markdown table (translator x language)."""
+    cols = [*langs, "all"]
+    lines = ["| no translation (copy, echo, source language or script) | " + " | ".join(cols)
+             + " |", "|---|" + "---|" * len(cols)]  # fmt: skip
+    for name, rates in echoes.items():
+        lines.append(f"| {name} | " + " | ".join(f"{rates[c]:.1%}" for c in cols) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _pairs_markdown(pairs: list[dict[str, str]], base: str, tuned: str) -> str:
     def cell(s: str) -> str:
         return s.replace("|", "\\|").replace("\n", " ")
@@ -150,7 +197,9 @@ TranslatorEvalSummary = TypedDict(
         "tuned": str,
         "tuned_model": str,
         "questions": int,
+        "split": str,
         "missing_translations": dict[str, int],
+        "no_translation_rate": dict[str, dict[str, float]],
         "ndcg@10": dict[str, list[float]],
         "paired_delta": dict[str, list[float]],
         "pairs": list[dict[str, str]],
@@ -159,9 +208,11 @@ TranslatorEvalSummary = TypedDict(
 """``summary.json`` of ``lira tune-translator --evaluate`` (values: [mean, CI low, CI high])."""
 
 
-def run_translator_eval(cfg: TranslatorEvalRun, *, pairs: int = 20) -> TranslatorEvalSummary:
-    """Engine of ``lira tune-translator --evaluate``: h on base vs tuned translations
-    (``pairs``: random (source, base, tuned) triples shown, ``--pairs``)."""
+def run_translator_eval(
+    cfg: TranslatorEvalRun, *, pairs: int = 20, split: str = "validation"
+) -> TranslatorEvalSummary:
+    """Engine of ``lira tune-translator --evaluate``: h on base vs tuned translations of
+    ``split``'s questions (``pairs``: random (source, base, tuned) triples shown)."""
     if pairs < 0:
         raise UserInputError(f"--pairs {pairs} is negative; give 0 or more triples to show")
     base, tuned = base_translator(cfg), tuned_translator(cfg)
@@ -170,7 +221,7 @@ def run_translator_eval(cfg: TranslatorEvalRun, *, pairs: int = 20) -> Translato
             f"no tuned translator at {tuned.model}: run `lira tune-translator CONFIG` first "
             "(same tune_translator.output / name)"
         )
-    ds, qids, questions = heldout_questions(cfg)
+    ds, qids, questions = heldout_questions(cfg, split)
     pool = dataclasses.replace(
         cfg.translation,
         llm_translators=[base, tuned],
@@ -181,7 +232,7 @@ def run_translator_eval(cfg: TranslatorEvalRun, *, pairs: int = 20) -> Translato
     )
     run = dataclasses.replace(cfg, translation=pool)
     n = sum(len(v) for v in questions.values())
-    log.info("translating %d held-out questions with %s and %s (cached ones are reused)", n,
+    log.info("translating %d %s questions with %s and %s (cached ones are reused)", n, split,
              base.name, tuned.name)  # fmt: skip
     with TranslationStore(store_path(run), commit_every=pool.commit_every) as store:
         fill_store(run, questions, store)
@@ -199,10 +250,11 @@ def run_translator_eval(cfg: TranslatorEvalRun, *, pairs: int = 20) -> Translato
         )
         shown = sample_pairs(store, questions, base, tuned, pairs, cfg.seed)
         missing = {k: e.missing for k, e in encoders.items() if isinstance(e, TranslatedQueries)}
-    out = output_folder(cfg) / "evaluation"
+        echoes = {t.name: no_translation_rates(store, questions, t) for t in (base, tuned)}
+    out = output_folder(cfg) / "evaluation" / split
     trained = set(cfg.data.train_languages)
     title = (
-        f"{tuned.name} vs {base.name}: h on each translator's output, held-out questions "
+        f"{tuned.name} vs {base.name}: h on each translator's output, {split} questions "
         f"(tuned on {sorted(trained - {'en'})}; unseen: "
         f"{sorted(set(questions) - trained)})"
     )
@@ -223,7 +275,9 @@ def run_translator_eval(cfg: TranslatorEvalRun, *, pairs: int = 20) -> Translato
         "tuned": tuned.name,
         "tuned_model": tuned.model,
         "questions": n,
+        "split": split,
         "missing_translations": missing,
+        "no_translation_rate": echoes,
         "ndcg@10": {
             f"{m} {lang}": triple(r)
             for (m, lang, metric), r in table.items()
@@ -240,5 +294,6 @@ def run_translator_eval(cfg: TranslatorEvalRun, *, pairs: int = 20) -> Translato
         json.dumps(summary, indent=1, ensure_ascii=False), encoding="utf-8"
     )
     print(files["md"].read_text(encoding="utf-8"))
+    print(_echo_markdown(echoes, list(questions)))
     print(f"wrote {files['md']}, {out / 'pairs.md'} and {out / 'summary.json'}")
     return summary

@@ -239,15 +239,22 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument(
                 "--evaluate",
                 action="store_true",
-                help="instead of tuning: translate the held-out questions with the base and the "
+                help="instead of tuning: translate the --split questions with the base and the "
                 "tuned translator and compare the backbone on each one's output (nDCG@10, paired "
-                "Δ) -> <output>/evaluation/",
+                "Δ, no-translation rate) -> <output>/evaluation/<split>/",
             )
             p.add_argument(
                 "--pairs",
                 type=_count,
                 default=20,
                 help="random (source, base, tuned) triples shown (>= 0)",
+            )
+            p.add_argument(
+                "--split",
+                choices=["validation", "test"],
+                default="validation",
+                help="--evaluate's questions: the validation split (default; where the pool is "
+                "decided) or the held-out test split (read once, for a shipped pool)",
             )
         if name == "baseline":
             p.add_argument("--methods", nargs="+", default=None, action=_Names,

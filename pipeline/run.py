@@ -82,6 +82,8 @@ class Options:
     """``tune-translator --evaluate``: compare base and tuned translator instead of tuning."""
     pairs: int = 20
     """``tune-translator --evaluate --pairs``: random (source, base, tuned) triples shown."""
+    split: str = "validation"
+    """``tune-translator --evaluate --split``: validation (where the pool is decided) or test."""
 
     @classmethod
     def from_args(cls, args: Namespace) -> Options:
@@ -140,7 +142,7 @@ def evaluate(cfg: RunConfig, opts: Options) -> object:
 def tune_translator(cfg: RunConfig, opts: Options) -> object:
     """``lira tune-translator``: GRPO-tune a translator, or (``--evaluate``) compare it to its base."""
     if opts.evaluate:
-        return run_translator_eval(cfg, pairs=opts.pairs)
+        return run_translator_eval(cfg, pairs=opts.pairs, split=opts.split)
     return run_tune_translator(cfg, resume=opts.resume)
 
 

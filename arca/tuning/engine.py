@@ -22,6 +22,7 @@ import dataclasses
 import logging
 import shutil
 import time
+from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -34,6 +35,7 @@ from arca.tuning.grpo import (
     build_dataset,
     checkpoints,
     grpo_config,
+    line_end_stops,
     load_policy,
     save_final,
 )
@@ -41,6 +43,7 @@ from arca.tuning.reward import AnchorReward, critic_scorer
 from lira.data.splits import load_splits
 from lira.errors import MissingFileError, UserInputError
 from lira.jsonio import write_json
+from lira.prompts import is_completion
 from lira.translation.critic import build_critic
 from lira.translation.scheduling import check_source
 from lira.translation.tuning import base_translator, output_folder, tuned_translator
@@ -116,7 +119,13 @@ def run_tune_translator(cfg: TuneTranslatorRun, *, resume: bool = False) -> dict
             log.warning("critic weights > 0 but translation.critic.kind is none: neutral 5.5")
         else:
             critic = critic_scorer(built)
-    reward = AnchorReward(arca, tc, critic, reference_sources=[text for text, _ in sources])
+    reward = AnchorReward(
+        arca,
+        tc,
+        critic,
+        reference_sources=[text for text, _ in sources],
+        first_line_only=is_completion(base.prompt_version),
+    )
     model, tokenizer = load_policy(base, cfg.models.cache_dir)
     peft_config = None
     if tc.lora:
@@ -127,14 +136,19 @@ def run_tune_translator(cfg: TuneTranslatorRun, *, resume: bool = False) -> dict
             target_modules="all-linear",
             task_type="CAUSAL_LM",
         )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=reward,
-        args=grpo_config(cfg, out, batch),
-        train_dataset=build_dataset(sources, base),
-        processing_class=tokenizer,
-        peft_config=peft_config,
+    # TRL reads the stop ids when the trainer is built: a completion prompt stops at its line
+    stops = (
+        line_end_stops(model, tokenizer) if is_completion(base.prompt_version) else nullcontext()
     )
+    with stops:
+        trainer = GRPOTrainer(
+            model=model,
+            reward_funcs=reward,
+            args=grpo_config(cfg, out, batch),
+            train_dataset=build_dataset(sources, base),
+            processing_class=tokenizer,
+            peft_config=peft_config,
+        )
     result = trainer.train(resume_from_checkpoint=True if resume and found else None)
     meta = {
         "format": FORMAT,

@@ -4,7 +4,8 @@ model and the saved ``final/`` folder."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -15,8 +16,8 @@ from transformers import PreTrainedTokenizerBase
 
 from arca.tuning.config import TuneTranslatorRun
 from lira.checkpoint.folders import atomic_dir
-from lira.models.generators import load_causal_lm
-from lira.prompts import translation_prompt
+from lira.models.generators import line_end_ids, load_causal_lm
+from lira.prompts import is_completion, translation_prompt
 from lira.translation.config import TranslatorConfig
 from lira.translation.translators import chat_messages
 from lira.translation.tuning import base_translator
@@ -29,16 +30,16 @@ META_NAME = "tune_translator.json"
 
 
 def build_dataset(sources: Sequence[tuple[str, str]], translator: TranslatorConfig) -> Dataset:
-    """The GRPO dataset: a chat prompt (the pool's translation prompt) + ``source`` + ``lang``."""
+    """The GRPO dataset: the pool's translation prompt (a chat message, or the plain few-shot
+    text of a completion version) + ``source`` + ``lang``."""
+    version = translator.prompt_version
+
+    def prompt(text: str, lang: str) -> str | list[dict[str, str]]:
+        filled = translation_prompt(text, lang, version)
+        return filled if is_completion(version) else chat_messages(filled)
+
     return Dataset.from_list(
-        [
-            {
-                "prompt": chat_messages(translation_prompt(text, lang, translator.prompt_version)),
-                "source": text,
-                "lang": lang,
-            }
-            for text, lang in sources
-        ]
+        [{"prompt": prompt(text, lang), "source": text, "lang": lang} for text, lang in sources]
     )
 
 
@@ -48,6 +49,20 @@ def load_policy(
     """(model, tokenizer) of the translator's weights, as the transformers backend loads them."""
     dtype = "auto" if torch.cuda.is_available() else torch.float32  # bf16 is slow on CPUs
     return load_causal_lm(translator.model, cache_dir, dtype=dtype)
+
+
+@contextmanager
+def line_end_stops(model: nn.Module, tokenizer: PreTrainedTokenizerBase) -> Iterator[None]:
+    """Within: the model's end-of-sequence ids are every line-break id, so a ``GRPOTrainer``
+    built here samples and masks a completion prompt's completion up to its first line (the
+    pool's translation); restored after, so the saved model keeps its own ids."""
+    config = model.generation_config
+    original = config.eos_token_id
+    config.eos_token_id = line_end_ids(tokenizer)
+    try:
+        yield
+    finally:
+        config.eos_token_id = original
 
 
 def grpo_config(cfg: TuneTranslatorRun, out: Path, batch_size: int) -> GRPOConfig:

@@ -45,6 +45,7 @@ from torch import Tensor
 from arca.losses import composite_reward
 from arca.model import ArcaModel
 from arca.tuning.config import TuneTranslatorConfig
+from lira.prompts import first_line
 from lira.translation.checks import format_check
 from lira.translation.critic import Critic
 from lira.translation.types import NEUTRAL_SCORE
@@ -101,7 +102,9 @@ class AnchorReward:
     strings; :meth:`__call__` adapts TRL's arguments and logs ``anchor_sim`` (the plain
     cosine), ``anchor_margin`` (the centred one), ``format_penalty`` and ``no_composite``
     (share of completions with no composite reward). ``reference_sources``: the training
-    sources whose mean unit anchor mu centres sim (required with ``cfg.center_sim``).
+    sources whose mean unit anchor mu centres sim (required with ``cfg.center_sim``);
+    ``first_line_only``: a completion prompt's translation is the completion's first line
+    (:func:`lira.prompts.first_line`, as the pool reads it).
     """
 
     __name__ = "arca_anchor"  # TRL's name of the reward in its logs
@@ -112,8 +115,10 @@ class AnchorReward:
         cfg: TuneTranslatorConfig,
         critic: ScoreFn | None = None,
         reference_sources: Sequence[str] = (),
+        first_line_only: bool = False,
     ) -> None:
         self.arca, self.cfg, self.critic = arca, cfg, critic
+        self.first_line_only = first_line_only
         self._e_lr: dict[str, Tensor] = {}  # sources are a fixed set: memoise E_lr
         self.mean_anchor: Tensor | None = None
         if cfg.center_sim:
@@ -199,6 +204,8 @@ class AnchorReward:
     ) -> list[float]:
         """TRL's reward-function interface: one float per completion."""
         outputs = [c[-1]["content"] if isinstance(c, list) else str(c) for c in completions]
+        if self.first_line_only:
+            outputs = [first_line(o) for o in outputs]
         parts = self.score(source, lang, outputs)
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and parts:

@@ -31,7 +31,8 @@ def tuned_run(arca_dir, models_config, demo_cache, tmp_path_factory):
         output_dir=str(out),
         models=models_config,
         data=DataConfig(train_languages=["de"], eval_languages=["de"], max_train_queries=2,
-                        max_eval_queries=2),
+                        max_eval_queries=2, dev_fraction=0.2, max_dev_queries=2,
+                        dev_languages=["es"]),
         translation=TranslationConfig(llm_translators=[base], pass_at_k=1, num_candidates=1,
                                       critic=CriticConfig(kind="none")),
         tune_translator=TuneTranslatorConfig(
@@ -132,7 +133,7 @@ def test_evaluate_compares_the_backbone_on_base_and_tuned_translations(tuned_run
     from lira.models import load_backbone
 
     cfg, _ = tuned_run
-    summary = run_translator_eval(cfg, pairs=5)
+    summary = run_translator_eval(cfg, pairs=5, split="test")
     base, tuned = "h(qwen-lm)", "h(qwen-lm-grpo)"
     nd = summary["ndcg@10"]
     assert {
@@ -141,7 +142,7 @@ def test_evaluate_compares_the_backbone_on_base_and_tuned_translations(tuned_run
     # the tuned translator's paired Δ is the difference of the two means (same questions)
     delta = summary["paired_delta"]["de"][0]
     assert delta == pytest.approx(nd[f"{tuned} de"][0] - nd[f"{base} de"][0], abs=0.02)
-    out = Path(cfg.output_dir, "tune_translator", "qwen-lm-grpo", "evaluation")
+    out = Path(cfg.output_dir, "tune_translator", "qwen-lm-grpo", "evaluation", "test")
     assert json.loads((out / "summary.json").read_text())["questions"] == 2
     assert (out / "pairs.md").read_text().count("\n| de |") == 2  # 2 held-out questions
     # both translators' candidates of the held-out questions are in the run's store
@@ -161,3 +162,96 @@ def test_evaluate_compares_the_backbone_on_base_and_tuned_translations(tuned_run
     gone = dataclasses.replace(cfg.tune_translator, output=str(tmp_path / "none"))
     with pytest.raises(UserInputError, match="run `lira tune-translator"):
         run_translator_eval(dataclasses.replace(cfg, tune_translator=gone))
+
+
+def test_evaluate_on_validation_reads_the_validation_ids_and_counts_non_translations(
+    tuned_run, tmp_path
+):
+    import dataclasses
+
+    from evaluators.translators import heldout_questions, no_translation_rates, run_translator_eval
+    from lira.data.splits import load_splits
+    from lira.errors import UserInputError
+
+    cfg, _ = tuned_run
+    splits = load_splits(cfg.data)
+    _, ids, questions = heldout_questions(cfg, "validation")
+    assert ids == splits.dev_ids and not set(ids) & set(splits.eval_ids + splits.train_ids)
+    assert list(questions) == ["de", "es"]  # the training language and the dev language
+    summary = run_translator_eval(cfg, pairs=2)  # validation is the default
+    assert summary["split"] == "validation" and summary["questions"] == 2 * len(ids)
+    assert {"de", "es"} <= {k.split()[-1] for k in summary["ndcg@10"]}
+    assert Path(cfg.output_dir, "tune_translator", "qwen-lm-grpo", "evaluation", "validation",
+                "summary.json").is_file()  # fmt: skip
+    rates = summary["no_translation_rate"]
+    assert set(rates) == {"qwen-lm", "qwen-lm-grpo"}
+    # the rate by hand: a copy of the source, an empty output and a translation of 3 sources
+    base = cfg.translation.llm_translators[0]
+    texts = [SRC, "Wo liegt Berlin?", "Wer gewann?"]
+    with TranslationStore(tmp_path / "t.sqlite") as store:
+        store.write_rows([
+            Row(texts[0], "de", base, raw=EN, text=EN),
+            Row(texts[1], "de", base, raw=texts[1], text=texts[1]),
+            Row(texts[2], "de", base, raw="", text=""),
+        ])  # fmt: skip
+        got = no_translation_rates(store, {"de": texts}, base)
+    assert got == pytest.approx({"de": 2 / 3, "all": 2 / 3})
+    # no validation split: one line naming the field
+    flat = dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, dev_fraction=0.0,
+                                                             dev_languages=[]))  # fmt: skip
+    with pytest.raises(UserInputError, match=r"data\.dev_fraction"):
+        heldout_questions(flat, "validation")
+
+
+@pytest.fixture(scope="module")
+def completion_run(arca_dir, models_config, demo_cache, tmp_path_factory):
+    """One GRPO step of the demo causal LM as a base model with the few-shot prompt."""
+    from lira.demo.references import resolve_model
+
+    out = tmp_path_factory.mktemp("tune-fewshot")
+    lm = resolve_model("demo:qwen3-lm", str(demo_cache))
+    base = TranslatorConfig(name="lm-fewshot", model=lm, max_new_tokens=6, batch_size=4,
+                            prompt_version="fewshot-v1")  # fmt: skip
+    cfg = RunConfig(
+        output_dir=str(out),
+        models=models_config,
+        data=DataConfig(train_languages=["de"], eval_languages=["de"], max_train_queries=2,
+                        max_eval_queries=2),
+        translation=TranslationConfig(llm_translators=[base], pass_at_k=1, num_candidates=1,
+                                      critic=CriticConfig(kind="none")),
+        tune_translator=TuneTranslatorConfig(
+            arca_checkpoint=str(arca_dir), steps=1, batch_size=2, num_generations=2,
+            max_new_tokens=6, lr=1e-3, save_steps=1, logging_steps=1, lora_r=4, lora_alpha=8,
+        ),
+    )  # fmt: skip
+    _reset_accelerate()
+    summary = run_tune_translator(cfg, resume=False)
+    _reset_accelerate()
+    return cfg, summary
+
+
+def test_a_base_model_tunes_on_its_few_shot_text_and_keeps_its_own_stop_ids(completion_run):
+    from transformers import GenerationConfig
+
+    from arca.tuning.engine import training_sources
+    from arca.tuning.grpo import build_dataset, line_end_stops, load_policy
+    from lira.models.generators import line_end_ids
+    from lira.prompts import translation_prompt
+
+    cfg, summary = completion_run
+    base = cfg.translation.llm_translators[0]
+    assert summary["steps"] == 1 and summary["log"] and "reward" in summary["log"][0]
+    # the GRPO prompt is the pool's plain few-shot text, not a chat message
+    sources = training_sources(cfg)
+    rows = build_dataset(sources, base)
+    assert rows[0]["prompt"] == translation_prompt(sources[0][0], "de", "fewshot-v1")
+    assert rows[0]["prompt"].endswith("English:")
+    # while the trainer is built the policy stops at any line break, then its ids come back
+    model, tok = load_policy(base)
+    own = model.generation_config.eos_token_id
+    with line_end_stops(model, tok):
+        assert model.generation_config.eos_token_id == line_end_ids(tok)
+        assert len(line_end_ids(tok)) > 1 and tok.eos_token_id in line_end_ids(tok)
+    assert model.generation_config.eos_token_id == own
+    final = Path(cfg.output_dir, "tune_translator", "lm-fewshot-grpo", "final")
+    assert GenerationConfig.from_pretrained(final).eos_token_id == own

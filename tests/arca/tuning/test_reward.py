@@ -99,3 +99,17 @@ def test_penalty_zeroes_copies_and_empty_outputs(arca):
     )
     assert [p["reward"] for p in parts[:2]] == [-1.5, -1.5]  # no similarity credit at all
     assert parts[2]["reward"] > -1.0 > parts[0]["reward"]
+
+
+def test_a_completion_prompts_reward_reads_the_first_line_only(arca):
+    """A base model continues the few-shot text after its translation; the pool keeps the first
+    line, so the reward scores exactly that line (and without first_line_only, the whole)."""
+    tc = TuneTranslatorConfig(center_sim=False)
+    tail = EN + "\n\nGerman: Wo liegt Berlin?\nEnglish: Where is Berlin?"
+    lines = AnchorReward(arca, tc, first_line_only=True)
+    whole = AnchorReward(arca, tc)
+    kw = {"prompts": [None, None], "source": [SRC, SRC], "lang": ["de", "de"]}
+    got = lines(completions=[" " + EN + "\n", tail], **kw)
+    want = whole.score([SRC], ["de"], [EN])[0]["reward"]
+    assert got == pytest.approx([want, want], abs=1e-5)
+    assert whole(completions=[EN, tail], **kw)[1] != pytest.approx(want, abs=1e-3)
