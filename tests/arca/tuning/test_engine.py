@@ -19,31 +19,36 @@ from pipeline.runconfig import RunConfig
 from .conftest import EN, SRC, _reset_accelerate
 
 
-@pytest.fixture(scope="module")
-def tuned_run(arca_dir, models_config, demo_cache, tmp_path_factory):
-    """One GRPO step of the demo causal LM on two German training questions."""
-    from lira.demo.references import resolve_model
-
-    out = tmp_path_factory.mktemp("tune")
-    lm = resolve_model("demo:qwen3-lm", str(demo_cache))
-    base = TranslatorConfig(name="qwen-lm", model=lm, max_new_tokens=8, batch_size=4)
+def one_step_run(out, base, models_config, arca_dir, **data):
+    """(config, summary) of one GRPO step of ``base`` on two German training questions."""
     cfg = RunConfig(
         output_dir=str(out),
         models=models_config,
         data=DataConfig(train_languages=["de"], eval_languages=["de"], max_train_queries=2,
-                        max_eval_queries=2, dev_fraction=0.2, max_dev_queries=2,
-                        dev_languages=["es"]),
+                        max_eval_queries=2, **data),
         translation=TranslationConfig(llm_translators=[base], pass_at_k=1, num_candidates=1,
                                       critic=CriticConfig(kind="none")),
         tune_translator=TuneTranslatorConfig(
             arca_checkpoint=str(arca_dir), steps=1, batch_size=2, num_generations=2,
-            max_new_tokens=8, lr=1e-3, save_steps=1, logging_steps=1, lora_r=4, lora_alpha=8,
+            max_new_tokens=base.max_new_tokens, lr=1e-3, save_steps=1, logging_steps=1,
+            lora_r=4, lora_alpha=8,
         ),
     )  # fmt: skip
     _reset_accelerate()
     summary = run_tune_translator(cfg, resume=False)
     _reset_accelerate()
     return cfg, summary
+
+
+@pytest.fixture(scope="module")
+def tuned_run(arca_dir, models_config, demo_cache, tmp_path_factory):
+    """One GRPO step of the demo causal LM (chat prompt), with a validation split in de + es."""
+    from lira.demo.references import resolve_model
+
+    lm = resolve_model("demo:qwen3-lm", str(demo_cache))
+    base = TranslatorConfig(name="qwen-lm", model=lm, max_new_tokens=8, batch_size=4)
+    return one_step_run(tmp_path_factory.mktemp("tune"), base, models_config, arca_dir,
+                        dev_fraction=0.2, max_dev_queries=2, dev_languages=["es"])  # fmt: skip
 
 
 def test_one_grpo_step_moves_the_lora_weights_and_writes_a_loadable_model(tuned_run):
@@ -208,26 +213,10 @@ def completion_run(arca_dir, models_config, demo_cache, tmp_path_factory):
     """One GRPO step of the demo causal LM as a base model with the few-shot prompt."""
     from lira.demo.references import resolve_model
 
-    out = tmp_path_factory.mktemp("tune-fewshot")
     lm = resolve_model("demo:qwen3-lm", str(demo_cache))
     base = TranslatorConfig(name="lm-fewshot", model=lm, max_new_tokens=6, batch_size=4,
                             prompt_version="fewshot-v1")  # fmt: skip
-    cfg = RunConfig(
-        output_dir=str(out),
-        models=models_config,
-        data=DataConfig(train_languages=["de"], eval_languages=["de"], max_train_queries=2,
-                        max_eval_queries=2),
-        translation=TranslationConfig(llm_translators=[base], pass_at_k=1, num_candidates=1,
-                                      critic=CriticConfig(kind="none")),
-        tune_translator=TuneTranslatorConfig(
-            arca_checkpoint=str(arca_dir), steps=1, batch_size=2, num_generations=2,
-            max_new_tokens=6, lr=1e-3, save_steps=1, logging_steps=1, lora_r=4, lora_alpha=8,
-        ),
-    )  # fmt: skip
-    _reset_accelerate()
-    summary = run_tune_translator(cfg, resume=False)
-    _reset_accelerate()
-    return cfg, summary
+    return one_step_run(tmp_path_factory.mktemp("tune-fewshot"), base, models_config, arca_dir)
 
 
 def test_a_base_model_tunes_on_its_few_shot_text_and_keeps_its_own_stop_ids(completion_run):
