@@ -28,12 +28,19 @@ from typing import Any
 
 from pipeline.runconfig import load_config
 
+PARTS = ("step", "generation", "reward")
+"""What is timed: the whole training step, and the two parts of it measured directly."""
+
 
 def timed(owner: type, name: str, spent: dict[str, list[float]], part: str) -> Callable[[], None]:
-    """Wrap ``owner.name`` so each call adds its seconds to ``spent[part][-1]``; returns undo."""
+    """Wrap ``owner.name`` so each call adds its seconds to ``spent[part][-1]`` (the ``step``
+    part first opens a new entry for every part); returns the undo."""
     original = getattr(owner, name)
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if part == "step":
+            for p in PARTS:
+                spent[p].append(0.0)
         t0 = time.perf_counter()
         try:
             return original(*args, **kwargs)
@@ -57,6 +64,7 @@ def main() -> None:
 
     from arca.tuning.engine import run_tune_translator
     from arca.tuning.reward import AnchorReward
+    from lira.translation.tuning import base_translator
 
     spent: dict[str, list[float]] = defaultdict(list)
     with tempfile.TemporaryDirectory() as tmp:
@@ -71,26 +79,17 @@ def main() -> None:
             timed(GRPOTrainer, "_generate_single_turn", spent, "generation"),
             timed(AnchorReward, "score", spent, "reward"),
         ]
-        original_step = GRPOTrainer.training_step
-
-        def step(*a: Any, **kw: Any) -> Any:
-            for part in ("step", "generation", "reward"):
-                spent[part].append(0.0)
-            return original_step(*a, **kw)
-
-        GRPOTrainer.training_step = step  # type: ignore[method-assign]
         try:
             run_tune_translator(cfg)
         finally:
-            GRPOTrainer.training_step = original_step  # type: ignore[method-assign]
-            for u in reversed(undo):
+            for u in undo:
                 u()
     steady = {k: v[1:] for k, v in spent.items()}
     med = {k: statistics.median(v) for k, v in steady.items()}
     update = [s - g - r for s, g, r in zip(steady["step"], steady["generation"], steady["reward"])]
     med["update"] = statistics.median(update)
     n = tc.batch_size * tc.num_generations
-    print(f"GRPO step, {cfg.translation.llm_translators[0].model if not tc.translator else tc.translator}: "
+    print(f"GRPO step, {base_translator(cfg).model}: "
           f"{tc.batch_size} sources x {tc.num_generations} samples = {n} completions, "
           f"LoRA r {tc.lora_r}, median of {len(update)} steps after warm-up")  # fmt: skip
     for part in ("generation", "reward", "update"):

@@ -215,10 +215,9 @@ def run_compare(
         models = compared_models(cfg)
         if splits.dataset is None:
             rows = _compare_retrieval(cfg, models, splits, out)
-            files = {"md": out / "leaderboard.md"}
         else:
             rows = _compare_parallel(cfg, models, splits, out)
-            files = {"md": out / "leaderboard.md"}
+        files = {"md": out / "leaderboard.md"}
         print(f"data split: {note}")
     root = Path(cfg.output_dir)
     logs = {"Arca": root / "arca" / "log.jsonl", "LaSR": root / "lasr" / "log.jsonl"}

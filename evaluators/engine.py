@@ -239,6 +239,7 @@ def evaluate_retrieval(
     pooled by direction (``lang-en``, ``en-en``, …). ``caches`` as in :func:`evaluate_encoders`."""
     caches = {} if caches is None else caches
     whole = task not in SAME_LANGUAGE_DOCS
+    doc_langs = {d.lang for d in data.corpus}
     rows: list[Row] = []
     for method, encoder in encoders.items():
         cache = caches.setdefault(method, EmbeddingCache(encoder, cfg.batch_size))
@@ -247,7 +248,6 @@ def evaluate_retrieval(
         for lang, (_, per_metric) in values.items():
             scenario, direction = task, task
             if whole:
-                doc_langs = {d.lang for d in data.corpus}
                 scenario, direction = pair_name(lang, doc_langs), pair_direction(lang, doc_langs)
             for metric, vals in per_metric.items():
                 rows.append(_row(method, task, scenario, lang, metric, vals, cfg))

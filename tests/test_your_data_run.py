@@ -9,11 +9,10 @@ import pytest
 
 from arca.config import ArcaConfig
 from lasr.config import LaSRConfig
-from lira.config import DataConfig
 from lira.translation.config import CriticConfig, TranslationConfig, TranslatorConfig
 from lira.translation.translators import Translation
 from pipeline.runconfig import RunConfig
-from tests.data.beir_folder import write_beir_folder
+from tests.data.beir_folder import beir_config, write_beir_folder
 
 
 class CountingTranslator:
@@ -40,15 +39,7 @@ def test_lira_run_on_a_cross_lingual_beir_folder(tmp_path, models_config, monkey
         output_dir=str(tmp_path / "out"),
         stages=["translate", "arca", "lasr"],
         models=models_config,
-        data=DataConfig(
-            format="beir",
-            path=str(folder),
-            train_languages=["de", "es"],
-            eval_languages=["de", "es"],
-            query_language="de",
-            corpus_language="en",
-            dev_fraction=0.25,
-        ),
+        data=beir_config(folder, dev_fraction=0.25),
         translation=TranslationConfig(
             num_candidates=1,
             mt_translators=[

@@ -446,7 +446,6 @@ def st_encode(ref: str, cache_dir: str = "") -> Encode:
     from lira.models.loading import load_checked
 
     path = resolve_model(ref, cache_dir)
-    # a folder asking for its own code, or one that will not load: one line naming it
     model = load_checked(
         lambda: SentenceTransformer(path, device="cpu", trust_remote_code=False),
         ref,

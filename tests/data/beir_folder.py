@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from lira.config import DataConfig
 from lira.data import demo_path
 from lira.data.xquad_r import load_xquad_r
 
@@ -47,3 +48,11 @@ def write_beir_folder(
         (folder / "qrels" / f"{split}.tsv").write_text("\n".join(lines) + "\n", "utf-8")
         out[split] = list(ids)
     return out
+
+
+def beir_config(folder: Path, **kw: object) -> DataConfig:
+    """The data section for :func:`write_beir_folder`'s folder: de/es queries (German by
+    default) over an English corpus, training and evaluated in de and es; ``kw`` adds fields."""
+    return DataConfig(format="beir", path=str(folder), train_languages=["de", "es"],
+                      eval_languages=["de", "es"], query_language="de", corpus_language="en",
+                      **kw)  # fmt: skip

@@ -7,9 +7,8 @@ import json
 
 from evaluators.compare import run_compare
 from evaluators.config import EvalConfig
-from lira.config import DataConfig
 from pipeline.runconfig import RunConfig
-from tests.data.beir_folder import write_beir_folder
+from tests.data.beir_folder import beir_config, write_beir_folder
 
 
 def test_beir_folder_gets_validation_and_test_leaderboards_by_language_pair(
@@ -22,14 +21,7 @@ def test_beir_folder_gets_validation_and_test_leaderboards_by_language_pair(
         output_dir=str(out),
         stages=["compare"],
         models=models_config,
-        data=DataConfig(
-            format="beir",
-            path=str(folder),
-            train_languages=["de", "es"],
-            eval_languages=["de", "es"],
-            query_language="de",
-            corpus_language="en",
-        ),
+        data=beir_config(folder),
         eval=EvalConfig(bootstrap=10, diagnostics=False),
     )
     run_compare(cfg)
