@@ -32,11 +32,12 @@ def main() -> None:
     ap.add_argument("--max-new-tokens", type=int, default=48)
     args = ap.parse_args()
     model, tok = load_causal_lm(resolve_model(args.model))
-    model.eval()
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device).eval()
     ds = load_xquad_r(demo_path(), ["en", "de"])  # the shipped demo subset
     questions = [ds.question("de", q).text for q in ds.question_ids[: args.n]]
     prompts = [translation_prompt(q, "de", "fewshot-v1") for q in questions]
-    enc = tok(prompts, return_tensors="pt", padding=True)
+    enc = tok(prompts, return_tensors="pt", padding=True).to(device)
     base = {"max_new_tokens": args.max_new_tokens, "do_sample": False,
             "pad_token_id": tok.pad_token_id}  # fmt: skip
     ways = {
@@ -55,7 +56,7 @@ def main() -> None:
         text = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
         lines[name] = [first_line(t) for t in text]
     same = sum(a == b for a, b in zip(lines["token ids"], lines["stop_strings"]))
-    print(f"{args.model}, {args.n} German questions, greedy, batch {args.n}:")
+    print(f"{args.model} on {device}, {args.n} German questions, greedy, batch {args.n}:")
     for name, s in seconds.items():
         print(f"  {name:<13} {s:7.2f} s  ({s / seconds['token ids']:.1f}x token ids)")
     print(f"  same first line, token ids vs stop_strings: {same}/{args.n}")
