@@ -388,8 +388,9 @@ class Trainer:
 
     def resume(self) -> bool:
         """Load the latest intact checkpoint under :attr:`checkpoint_root` (False if there is
-        none); one of another config (fingerprint) or past the configured steps is refused with
-        :class:`CheckpointError`."""
+        none) and prune the older ones to ``keep_checkpoints`` (a kill may have landed between a
+        save and its pruning); one of another config (fingerprint) or past the configured steps
+        is refused with :class:`CheckpointError`."""
         last = latest_checkpoint(self.checkpoint_root)
         what = self.what
         if last is None:
@@ -415,6 +416,9 @@ class Trainer:
             raise
         except (KeyError, TypeError, ValueError, RuntimeError) as e:
             raise state_mismatch(last, what, e) from None
+        if self.accelerator.is_main_process:  # a kill between a save and its pruning
+            prune_checkpoints(self.checkpoint_root, self.keep_checkpoints, protect=last)
+        self.accelerator.wait_for_everyone()
         self.after_resume()
         self._resumed = True
         log.info("%s: resumed from %s (step %d)", what, last, self.step)

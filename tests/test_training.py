@@ -173,40 +173,63 @@ def test_the_baseline_trainer_honours_report_to_and_max_grad_norm(models_config,
     assert path == tmp_path / "infonce" and (path / "lira_baseline.json").is_file()
 
 
+class Tiny(Trainer):
+    """A trainer whose checkpoint is its step and one tensor."""
+
+    section = "tiny"
+
+    def checkpoint_state(self) -> dict:
+        import torch
+
+        return {"step": self.step, "w": torch.ones(2)}
+
+    def save_files(self, folder: Path) -> None:
+        pass
+
+    def load_checkpoint_state(self, folder: Path, state: dict) -> None:
+        self.step = int(state["step"])
+
+
+def _tiny(cls: type[Trainer], root: Path, keep: int = 2) -> Trainer:
+    from types import SimpleNamespace
+
+    from lira.training import run_fingerprint
+
+    fingerprint = run_fingerprint("tiny", {"tiny": {"steps": 8}})
+    cfg = SimpleNamespace(steps=8, max_grad_norm=1.0)
+    return cls(cfg, Accelerator(cpu=True), root, "Tiny", fingerprint, keep_checkpoints=keep)
+
+
 def test_an_error_after_resuming_is_not_blamed_on_the_checkpoint(tmp_path):
     """:meth:`Trainer.after_resume` runs once the state is loaded, outside the check that calls a
     state "not fitting": a failure there (a translator down while Arca replays its memo) is
     raised as itself, not as a CheckpointError telling the user to delete a good checkpoint."""
-    from types import SimpleNamespace
+    from lira.training import CheckpointError
 
-    import torch
-
-    from lira.training import CheckpointError, run_fingerprint
-
-    class Tiny(Trainer):
-        section = "tiny"
-
-        def checkpoint_state(self) -> dict:
-            return {"step": self.step, "w": torch.ones(2)}
-
-        def save_files(self, folder: Path) -> None:
-            pass
-
-        def load_checkpoint_state(self, folder: Path, state: dict) -> None:
-            self.step = int(state["step"])
-
+    class Failing(Tiny):
         def after_resume(self) -> None:
             raise ValueError("translator down")
 
-    cfg = SimpleNamespace(steps=4, max_grad_norm=1.0)
-    fingerprint = run_fingerprint("tiny", {"tiny": {"steps": 4}})
-    first = Tiny(cfg, Accelerator(cpu=True), tmp_path, "Tiny", fingerprint)
+    first = _tiny(Tiny, tmp_path)
     first.step = 2
     first.save_checkpoint()
-    again = Tiny(cfg, Accelerator(cpu=True), tmp_path, "Tiny", fingerprint)
+    again = _tiny(Failing, tmp_path)
     with pytest.raises(ValueError, match="translator down") as err:
         again.resume()
     assert not isinstance(err.value, CheckpointError) and again.step == 2
+
+
+def test_resume_prunes_what_a_kill_between_save_and_prune_left(tmp_path):
+    """A kill after a step folder is in place but before the older ones are pruned leaves one
+    folder too many; ``--resume`` loads the newest and prunes to ``keep_checkpoints`` (the
+    kill -9 benchmark found 3 folders kept where 2 are expected)."""
+    first = _tiny(Tiny, tmp_path, keep=5)  # as if the last save's pruning never ran
+    for step in (2, 4, 6):
+        first.step = step
+        first.save_checkpoint()
+    again = _tiny(Tiny, tmp_path, keep=2)
+    assert again.resume() and again.step == 6
+    assert sorted(p.name for p in tmp_path.glob("step-*")) == ["step-00000004", "step-00000006"]
 
 
 def test_stages_of_one_process_each_get_their_own_mixed_precision(tmp_path):
