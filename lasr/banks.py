@@ -121,7 +121,7 @@ def share_streams(
         model.arca.g_cache.sync()
     longest = max(len(s) for s in shards)
     gathered: list[list[Tensor]] = [[] for _ in range(world)]
-    for t in local.tensors():  # e_en [n, d], g_bins [n, S, d_g], feats [n, 9], e_raw [n, d]
+    for t in local.tensors():  # e_en, g_bins, feats, e_raw, g_tr (Streams.tensors)
         parts: list[list[Tensor]] = [[] for _ in range(world)]
         for c in range(0, longest, GATHER_ROWS):
             chunk = pad_across_processes(t[c : c + GATHER_ROWS].to(device), dim=0)

@@ -33,6 +33,11 @@ class LaSRArchitecture:
     raw_g: bool = True
     """Give ẑ a third block, g's own sentence vector (beyond the paper): where g is the stronger
     encoder, mapping it into h's space alone loses what g knows (lasr/fusion.py)."""
+    translated_g: bool = False
+    """Give ẑ a fourth block, g on the chosen English text (= g's own vector for an untranslated
+    text; beyond the paper): translate-test with g, so the fusion can include the plain ensemble
+    g(x) + g(y*) that a practitioner would try instead (docs/validation.md; one more g pass per
+    translated text)."""
     use_translations: bool = True
     """Table 5 "– Translations": no translations, the English stream encodes the source itself."""
     use_multilingual_encoder: bool = True
@@ -201,6 +206,13 @@ class LaSRConfig(TrainingArguments, LaSRArchitecture):
             "needs weights >= 0, at least one > 0",
         )
         check(self.fusion_folds >= 2, "fusion_folds", "must be >= 2 (folds by question)")
+        check(
+            not (self.translated_g and self.train_encoder),
+            "translated_g",
+            "g's view of each translation is computed once, before LaSR trains, and "
+            "lasr.train_encoder changes g: set lasr.translated_g false (or lasr.train_encoder "
+            "false)",
+        )
 
 
 def split_lasr(

@@ -1,7 +1,8 @@
 """The fixed score fusion of ẑ's blocks chosen on the validation split (``lasr.fusion_init``).
 
 For a query q and a document d every block b of ẑ (:data:`lasr.fusion.BLOCKS`: the English
-half, the multilingual half, g's own vector) gives a cosine cos_b(q, d). A *fixed* fusion scores
+half, the multilingual half, g's own vector, g on the chosen English text) gives a cosine
+cos_b(q, d). A *fixed* fusion scores
 Σ_b λ_b cos_b(q, d) with one weight per block and query type (English, foreign).
 :func:`per_query_ndcg` scores every λ of ``lasr.fusion_grid``³ on each validation query;
 :func:`select_fusion` (``lasr.fusion_rule: cv``, the default) keeps the grid's best λ only when
@@ -59,8 +60,8 @@ class FusionFit:
 
 @torch.no_grad()
 def block_cosines(net: LaSRNet, q: Sequence[Tensor], d: Sequence[Tensor]) -> Tensor:
-    """cos_b [3, Q, D] of query streams ``q`` and document streams ``d`` (LaSRNet arguments:
-    e_en, g_bins, feats, e_raw) per block of ẑ (0 for an off stream)."""
+    """cos_b [4, Q, D] of query streams ``q`` and document streams ``d`` (LaSRNet arguments:
+    e_en, g_bins, feats, e_raw, g_tr) per block of ẑ (0 for an off block)."""
     was = net.training
     net.eval()
     dev = next(net.parameters()).device
@@ -82,9 +83,10 @@ def fused_ndcg(
 
 
 def weight_grid(
-    grid: Sequence[float], allowed: Sequence[bool] = (True, True, True)
+    grid: Sequence[float], allowed: Sequence[bool] = (True, True, True, True)
 ) -> list[tuple[float, ...]]:
-    """Every λ ∈ grid³ with at least one weight > 0 (blocks not ``allowed`` stay 0), in grid order."""
+    """Every λ ∈ grid^B (B = len(``allowed``)) with at least one weight > 0 (blocks not
+    ``allowed`` stay 0), in grid order."""
     options = [list(grid) if ok else [0.0] for ok in allowed]
     combos = [tuple(float(w) for w in lam) for lam in itertools.product(*options)]
     combos = [lam for lam in combos if any(w > 0 for w in lam)]
@@ -101,22 +103,28 @@ def per_query_ndcg(
     candidates: Tensor | None = None,
     across_processes: bool = False,
 ) -> Tensor:
-    """nDCG@k [C, Q] of each query under each fusion λ of ``combos`` (cos [3, Q, D], labels
-    [Q, D]; ``candidates`` [Q, D] bool restricts each query's documents). ``across_processes``:
-    every process of a launch calls it with the same inputs; each scores its share of the
-    combinations and the rows are gathered (the same matrix everywhere)."""
+    """nDCG@k [C, Q] of each query under each fusion λ of ``combos`` (cos [B, Q, D], labels
+    [Q, D]; ``candidates`` [Q, D] bool restricts each query's documents). λ and c·λ (c > 0)
+    rank alike, so each direction λ / max λ is scored once (4,095 combinations of an 8-value
+    grid over 4 blocks are 1,695 directions). ``across_processes``: every process of a launch
+    calls it with the same inputs; each scores its share of the directions and the rows are
+    gathered (the same matrix everywhere)."""
     mask = None if candidates is None else ~candidates.bool()
     world, rank = live_world() if across_processes else (1, 0)
+    direction = [tuple(round(w / max(lam), 9) for w in lam) for lam in combos]
+    unique = list(dict.fromkeys(direction))
     scored = [
         (i, fused_ndcg(cos, labels, lam, k, mask))
-        for i, lam in enumerate(combos)
+        for i, lam in enumerate(unique)
         if i % world == rank
     ]
     if world > 1:
         from accelerate.utils import gather_object
 
         scored = sorted(gather_object(scored), key=lambda r: r[0])  # grid order
-    return torch.stack([row for _, row in scored])
+    rows = torch.stack([row for _, row in scored])
+    index = {lam: i for i, lam in enumerate(unique)}
+    return rows[torch.tensor([index[d] for d in direction])]
 
 
 def _single_blocks(combos: Sequence[Sequence[float]]) -> dict[int, str]:
@@ -234,13 +242,13 @@ def select_fusion(
 
 
 def fitted_table(foreign: Sequence[float] | None, english: Sequence[float] | None) -> Tensor:
-    """The head's block weights [4, 3] (rows :data:`lasr.fusion.TEXT_TYPES`): foreign and
+    """The head's block weights [4, 4] (rows :data:`lasr.fusion.TEXT_TYPES`): foreign and
     English queries get their fitted λ (the paper row where a type was not fitted), and every
     document, English or foreign, 1 on every block: one document row keeps documents of every
     language comparable in one index (a query scores each by the same Σ_b λ_b cos_b / (N_q
-    √3)). Rows per document type made a mixed-language index rank by language (Multi-1 0.00 on
-    the demo, 2026-11-28)."""
-    table = paper_weights(1.0, raw_g=True)
+    N_d), N_d = √(blocks on)). Rows per document type made a mixed-language index rank by
+    language (Multi-1 0.00 on the demo, 2026-11-28)."""
+    table = paper_weights(1.0, raw_g=True, translated_g=True)
     table[2:] = 1.0
     if foreign is not None:
         table[0] = torch.tensor(foreign)

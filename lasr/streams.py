@@ -53,33 +53,37 @@ class StreamModel(Protocol):
 
 @dataclass
 class Streams:
-    """What LaSR fuses, per text: E_en [B, d_en], P_S(g(x)) bins [B, S, d_g], features [B, 9]
-    and h(x) [B, d_en] (the backbone on the untranslated text; = E_en when nothing was
-    translated)."""
+    """What LaSR fuses, per text: E_en [B, d_en], P_S(g(x)) bins [B, S, d_g], features [B, 9],
+    h(x) [B, d_en] (the backbone on the untranslated text; = E_en when nothing was translated)
+    and ḡ(y*) [B, d_g] (g on the chosen English text; = the mean of the bins when nothing was
+    translated or without ``lasr.translated_g``)."""
 
     e_en: Tensor
     g_bins: Tensor
     feats: Tensor
     e_raw: Tensor
+    g_tr: Tensor
 
     def select(self, rows: Sequence[int] | Tensor) -> Streams:
         """The streams of ``rows``."""
         idx = torch.as_tensor(rows, dtype=torch.long)
         return Streams(*(t[idx] for t in self.tensors()))
 
-    def tensors(self) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """(e_en, g_bins, feats, e_raw): the arguments of :class:`lasr.fusion.LaSRNet`."""
-        return self.e_en, self.g_bins, self.feats, self.e_raw
+    def tensors(self) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+        """(e_en, g_bins, feats, e_raw, g_tr): the arguments of :class:`lasr.fusion.LaSRNet`."""
+        return self.e_en, self.g_bins, self.feats, self.e_raw, self.g_tr
 
-    def net_inputs(self, device: torch.device | str) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def net_inputs(
+        self, device: torch.device | str
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
         """:meth:`tensors` on ``device``: the arguments of :class:`lasr.fusion.LaSRNet`."""
         return tuple(t.to(device) for t in self.tensors())  # type: ignore[return-value]
 
     @staticmethod
     def empty(d_en: int, bins: int, d_g: int) -> Streams:
         """The streams of no text."""
-        e_en = torch.zeros(0, d_en)
-        return Streams(e_en, torch.zeros(0, bins, d_g), torch.zeros(0, GATE_FEATURES), e_en.clone())
+        e_en, g_bins = torch.zeros(0, d_en), torch.zeros(0, bins, d_g)
+        return Streams(e_en, g_bins, torch.zeros(0, GATE_FEATURES), e_en.clone(), g_bins.mean(1))
 
     @staticmethod
     def cat(parts: Sequence[Streams]) -> Streams:
@@ -183,8 +187,8 @@ def compute_streams(
 ) -> Streams:
     """The :class:`Streams` of distinct ``texts`` (no memo): g's pooled bins, the backbone on
     the chosen English text (:func:`chosen_english`; the text itself when ``translate`` is
-    false), the raw view and the gate features; the encoders run in batches of
-    ``batch_size`` (None: all at once)."""
+    false), the raw view, g on the chosen English text (``lasr.translated_g``) and the gate
+    features; the encoders run in batches of ``batch_size`` (None: all at once)."""
     bs = batch_size or max(len(texts), 1)
     g_bins = torch.cat(
         [
@@ -205,9 +209,15 @@ def compute_streams(
         e_raw[rows] = _backbone(model, [texts[i] for i in rows], kind, bs)
         cos = torch.nn.functional.cosine_similarity(e_en[rows], e_raw[rows], dim=-1)
         disagree[rows] = 1.0 - cos
+    g_tr = g_bins.mean(dim=1)  # g's own vector where nothing was translated
+    rows = [i for i in range(len(texts)) if translated[i]] if model.lasr_cfg.translated_g else []
+    for j in range(0, len(rows), bs):
+        part = rows[j : j + bs]
+        bins = model.arca.pooled_sources([english[i] for i in part], kind).float().cpu()
+        g_tr[part] = bins.mean(dim=1)
     is_en = torch.tensor([1.0 if lang == "en" else 0.0 for lang in langs])
     feats = gate_features(is_en, translated, picked, kind == "document", disagree)
-    return Streams(e_en, g_bins, feats, e_raw)
+    return Streams(e_en, g_bins, feats, e_raw, g_tr)
 
 
 def _backbone(model: StreamModel, texts: list[str], kind: str, batch_size: int) -> Tensor:

@@ -74,7 +74,7 @@ def validation_scores(
     langs: dict[str, str] = {}
     for name, data in pools.items():
         qb, db = retrieval_banks(model, data, batch_size)
-        cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())  # [3, Q, D]
+        cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())  # [4, Q, D]
         labels = relevance_matrix(qb.keys, db.keys, data.qrels)  # [Q, D]
         rows = [i for i in range(len(qb.keys)) if labels[i].any()]
         if not rows:
@@ -114,7 +114,7 @@ def fit_validation_fusion(
         )
         return fits
     head = model.net.head
-    combos = weight_grid(cfg.fusion_grid, (head.use_en, head.use_lr, head.d_g > 0))
+    combos = weight_grid(cfg.fusion_grid, head.blocks_on)
     log.info("lasr: scoring %d fixed fusions on %d validation pools", len(combos), len(pools))
     weights: dict[str, tuple[float, ...] | None] = {"foreign": None, "en": None}
     for kind, v in validation_scores(
@@ -124,7 +124,7 @@ def fit_validation_fusion(
                             cfg.fusion_folds, cfg.fusion_rule, cfg.seed)  # fmt: skip
         fits[kind] = fit
         weights[kind] = fit.weights
-        log.info("lasr: fixed fusion on validation (%s rule), %s queries: λ(en, lr, g) = %s, "
+        log.info("lasr: fixed fusion on validation (%s rule), %s queries: λ(en, lr, g, gt) = %s, "
                  "score %.4f in sample, %.4f out of fold (single block %s: %.4f out of fold; "
                  "gain %.4f [%.4f, %.4f]); in sample the grid's best %s scores %.4f",
                  fit.rule, kind, fit.weights, fit.score, fit.oof, fit.single, fit.oof_single,
@@ -212,14 +212,15 @@ class TrainedModules(nn.Module):
         g_bins: Tensor,
         feats: Tensor,
         e_raw: Tensor,
+        g_tr: Tensor,
         texts: list[str] | None = None,
         kind: str = "query",
     ) -> Tensor:
-        """ẑ [B, d] of streams [B, d_en], [B, S, d_g], [B, 9], [B, d_en]; with ``texts`` (g
-        trains) the bins are g's of ``texts`` (``kind``) instead of ``g_bins``."""
+        """ẑ [B, d] of streams [B, d_en], [B, S, d_g], [B, 9], [B, d_en], [B, d_g]; with
+        ``texts`` (g trains) the bins are g's of ``texts`` (``kind``) instead of ``g_bins``."""
         if texts is not None and self.pooled_sources is not None:
             g_bins = self.pooled_sources(texts, kind)
-        return self.net(e_en, g_bins, feats, e_raw)
+        return self.net(e_en, g_bins, feats, e_raw, g_tr)
 
 
 def training_task(cfg: LaSRConfig, retrieval: RetrievalData | None, pairs: PairData | None) -> str:

@@ -226,8 +226,7 @@ class LaSRTrainer(Trainer):
         texts = None
         if self.train_g:  # g trains: its bins are recomputed with gradient
             texts = [bank.texts[bank.index[k]] for k in keys]
-        g_bins = s.g_bins.to(dev)
-        return self.wrapped(s.e_en.to(dev), g_bins, s.feats.to(dev), s.e_raw.to(dev), texts, kind)
+        return self.wrapped(*s.net_inputs(dev), texts, kind)
 
     def retrieval_loss(self) -> Tensor:
         """One query batch + document batch -> soft nDCG loss with mined negatives (Eq. 35-44)."""

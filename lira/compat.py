@@ -79,3 +79,28 @@ def current_folder_meta(
         out["architecture"] = {k: lasr.pop(k) for k in architecture_keys if k in lasr}
     out["lasr"] = lasr
     return out
+
+
+HEAD_BLOCK_COLUMNS = ("type_logw", "type_on", "gate_mlp.2.weight", "gate_mlp.2.bias")
+"""Fusion-head tensors with one entry per block of ẑ (a column of the tables, a row of the
+per-text MLP's last layer)."""
+
+
+def head_state_with_blocks(state: Mapping[str, object], blocks: int) -> dict[str, object]:
+    """A fusion head's saved tensors with ``blocks`` blocks: a ``lira-v3`` folder saved before
+    g's translation block (3 blocks) gets that block off (``type_on`` 0; zero log-weights and
+    MLP row), so it loads and embeds exactly as it was saved."""
+    import torch
+
+    out = dict(state)
+    for name in HEAD_BLOCK_COLUMNS:
+        t = out.get(name)
+        if not isinstance(t, torch.Tensor):
+            continue
+        dim = 1 if name.startswith("type_") else 0
+        missing = blocks - t.shape[dim]
+        if missing > 0:
+            shape = list(t.shape)
+            shape[dim] = missing
+            out[name] = torch.cat([t, t.new_zeros(shape)], dim=dim)
+    return out

@@ -35,7 +35,7 @@ def main() -> None:
     ds, ids = splits.dataset, splits.dev_ids
     w = model.net.head.table()
     print("block weights (rows: foreign q, en q, foreign doc, en doc; cols en, lr, g):\n", w)
-    en_q, fq = w[1].tolist(), w[0].tolist()
+    en_q, fq = w[1, :3].tolist(), w[0, :3].tolist()  # en, lr, g: the blocks this study scores
     rows = {
         "1 on every block (before)": [1.0, 1.0, 1.0],
         "foreign-query row": fq,
@@ -51,7 +51,7 @@ def main() -> None:
     for lang in langs:
         data = ds.retrieval("en", [lang], ids)
         qb, db = retrieval_banks(model, data, 64)
-        cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())
+        cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())[:3]  # en, lr, g
         labels = relevance_matrix(qb.keys, db.keys, data.qrels)
         for name, row in rows.items():
             lam = [a * b for a, b in zip(en_q, row)]

@@ -32,7 +32,7 @@ from lira.data.splits import load_splits, validation_pools
 from lira.data.xquad_r import plain_qid
 from pipeline.runconfig import RunConfig, load_config
 
-G_ALONE = (0.0, 0.0, 1.0)
+G_ALONE = (0.0, 0.0, 1.0, 0.0)
 
 
 def nested_choice(v: PoolScores, combos: list, rule: str, folds: int, seed: int) -> dict[str, int]:
@@ -61,7 +61,7 @@ def out_of_fold(
     validation query's nDCG@k, each rule's λ chosen without the query's fold (and language)."""
     pools = validation_pools(load_splits(cfg.data))
     head = model.net.head
-    combos = weight_grid(cfg.lasr.fusion_grid, (head.use_en, head.use_lr, head.d_g > 0))
+    combos = weight_grid(cfg.lasr.fusion_grid, head.blocks_on)
     scores = validation_scores(model, pools, combos, cfg.lasr.ndcg_k, 64)
     g = combos.index(G_ALONE)
     out: dict[str, dict[str, tuple[float, float, float, float]]] = {}

@@ -71,7 +71,7 @@ def main() -> None:
     model.arca.attach_g_cache(out)
     _, dev, _, _ = task_data(cfg)
     qb, db = retrieval_banks(model, dev, 64)
-    cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())  # [3, Q, D]
+    cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())[:3]  # en, lr, g
     labels = relevance(dev.qrels, qb.keys, db.keys)
     h = model.backbone  # the run's h, already loaded
     raw_q = torch.from_numpy(h.encode([r.text for r in dev.queries], kind="query"))
@@ -150,7 +150,7 @@ def main() -> None:
     for x in langs:
         data = splits.dataset.retrieval("en", [x], splits.dev_ids)
         qx, dx = retrieval_banks(model, data, 64)
-        c = block_cosines(model.net, qx.streams.tensors(), dx.streams.tensors())
+        c = block_cosines(model.net, qx.streams.tensors(), dx.streams.tensors())[:3]
         per_lang[x] = (c * q_en[:, None, None], relevance(data.qrels, qx.keys, dx.keys))
     rows_d = combos  # the same grid of three block weights
     table_d = {

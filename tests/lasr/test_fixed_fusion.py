@@ -62,52 +62,81 @@ def test_fit_finds_the_informative_block_and_reports_each_block_alone():
     assert only_en.weights == (1.0, 0.0, 0.0) and set(only_en.parts) == {"en"}
 
 
+def test_each_weight_direction_is_scored_once_and_every_combination_gets_its_row(monkeypatch):
+    """λ and c·λ rank alike: per_query_ndcg scores each direction λ / max λ once (4,095
+    combinations of the 8-value grid over 4 blocks are 1,695 directions) and every row equals
+    the fused nDCG of its own λ."""
+    import lasr.fixed_fusion as ff
+
+    gen = torch.Generator().manual_seed(2)
+    cos, labels = torch.randn(4, 12, 9, generator=gen), (torch.rand(12, 9, generator=gen) < 0.2)
+    combos = weight_grid([0.0, 0.125, 0.25, 0.5, 1, 2, 4, 8])
+    calls = []
+    real = ff.fused_ndcg
+    monkeypatch.setattr(ff, "fused_ndcg", lambda *a, **k: (calls.append(1), real(*a, **k))[1])
+    scores = per_query_ndcg(cos, labels.float(), combos, k=5)
+    assert len(combos) == 4095 and len(calls) == 1695 and scores.shape == (4095, 12)
+    for i in (0, 7, 100, 2048, 4094):
+        assert torch.equal(scores[i], real(cos, labels.float(), combos[i], 5)), combos[i]
+
+
+def _streams(b: int, english: bool, doc: bool, translated: bool = True) -> tuple:
+    """(e_en, g_bins, feats, e_raw, g_tr) of ``b`` random texts, raw view off (e_raw = e_en);
+    an untranslated text's g_tr is g's own vector (the mean of its bins)."""
+    e_en, bins = torch.randn(b, 6), torch.randn(b, 2, 5)
+    g_tr = torch.randn(b, 5) if translated else bins.mean(1)
+    return e_en, bins, _feats(b, english, doc), e_en, g_tr
+
+
+def _head(seed: int = 0) -> tuple[FusionHead, LaSRNet]:
+    torch.manual_seed(seed)
+    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, d_g=5, d_gt=5)
+    return head, LaSRNet(head, Adaptor(5, 4, hidden=8)).eval()
+
+
 def test_step_zero_is_the_fitted_fixed_fusion_by_hand():
-    """With the fitted table, ẑ_q · ẑ_d = Σ_b λ_b cos_b(q, d) / (‖λ‖ √3) for every foreign and
+    """With the fitted table, ẑ_q · ẑ_d = Σ_b λ_b cos_b(q, d) / (‖λ‖ √4) for every foreign and
     English query against English documents (hand computation), so rankings are the fusion's."""
-    torch.manual_seed(0)
-    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, d_g=5)
-    net = LaSRNet(head, Adaptor(5, 4, hidden=8)).eval()
-    lam = {"foreign": (1.0, 0.25, 4.0), "en": (1.0, 0.0, 2.0)}
+    head, net = _head()
+    lam = {"foreign": (1.0, 0.25, 4.0, 2.0), "en": (1.0, 0.0, 2.0, 0.0)}
     head.set_weights(fitted_table(lam["foreign"], lam["en"]))
-    d = (torch.randn(9, 6), torch.randn(9, 2, 5), _feats(9, True, True), torch.randn(9, 6))
+    d = _streams(9, english=True, doc=True, translated=False)
     for kind, english in (("foreign", False), ("en", True)):
-        q = (torch.randn(4, 6), torch.randn(4, 2, 5), _feats(4, english, False), torch.randn(4, 6))
-        q = (q[0], q[1], q[2], q[0])  # raw view off: e_raw = e_en
-        d = (d[0], d[1], d[2], d[0])
+        q = _streams(4, english, doc=False, translated=not english)
         cos = block_cosines(net, q, d)
         zq, zd = net(*q), net(*d)
         want = torch.einsum("b,bqd->qd", torch.tensor(lam[kind]), cos)
-        norm = torch.tensor(lam[kind]).norm() * 3**0.5
+        norm = torch.tensor(lam[kind]).norm() * 4**0.5
         assert torch.allclose(zq @ zd.T, want / norm, atol=1e-5), kind
-        # block cosines are those of the unit blocks: the English half is n(h), g's n(mean bins)
+        # block cosines are those of the unit blocks: the English half is n(h), g's n(mean bins),
+        # g's translation block n(g_tr) against the document's own g (it was not translated)
         want0 = F.normalize(q[0], dim=-1) @ F.normalize(d[0], dim=-1).T
         assert torch.allclose(cos[0], want0, atol=1e-6), (kind, (cos[0] - want0).abs().max())
         g_q, g_d = F.normalize(q[1].mean(1), dim=-1), F.normalize(d[1].mean(1), dim=-1)
         assert torch.allclose(cos[2], g_q @ g_d.T, atol=1e-6)
+        assert torch.allclose(cos[3], F.normalize(q[4], dim=-1) @ g_d.T, atol=1e-6)
+    untranslated = _streams(4, english=True, doc=False, translated=False)
+    cos = block_cosines(net, untranslated, d)
+    assert torch.allclose(cos[3], cos[2], atol=1e-6)  # nothing translated: gt is g
 
 
 def test_documents_of_every_language_share_one_row():
     """An English query scores an English and a foreign document by the same function,
-    Σ_b λ_en,b cos_b / (‖λ_en‖ √3) (hand computation): every document row is 1 on every block,
+    Σ_b λ_en,b cos_b / (‖λ_en‖ √4) (hand computation): every document row is 1 on every block,
     so a mixed-language index ranks by the blocks' cosines, not by the document's language
     (rows per document type gave the demo's Multi-1 0.00)."""
-    torch.manual_seed(0)
-    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, d_g=5)
-    net = LaSRNet(head, Adaptor(5, 4, hidden=8)).eval()
-    lam_f, lam_en = (0.0, 0.5, 2.0), (1.0, 4.0, 1.0)
+    head, net = _head()
+    lam_f, lam_en = (0.0, 0.5, 2.0, 1.0), (1.0, 4.0, 1.0, 0.5)
     head.set_weights(fitted_table(lam_f, lam_en))
     assert torch.equal(head.table()[0], torch.tensor(lam_f))  # foreign queries
-    assert torch.equal(head.table()[2], torch.ones(3))  # foreign documents
-    assert torch.equal(head.table()[3], torch.ones(3))  # English documents
-    q = (torch.randn(4, 6), torch.randn(4, 2, 5), _feats(4, True, False), None)
-    q = (q[0], q[1], q[2], q[0])
+    assert torch.equal(head.table()[2], torch.ones(4))  # foreign documents
+    assert torch.equal(head.table()[3], torch.ones(4))  # English documents
+    q = _streams(4, english=True, doc=False, translated=False)
     for english_docs in (False, True):
-        d = (torch.randn(7, 6), torch.randn(7, 2, 5), _feats(7, english_docs, True), None)
-        d = (d[0], d[1], d[2], d[0])
+        d = _streams(7, english_docs, doc=True, translated=not english_docs)
         cos = block_cosines(net, q, d)
         want = torch.einsum("b,bqd->qd", torch.tensor(lam_en), cos)
-        norm = torch.tensor(lam_en).norm() * 3**0.5
+        norm = torch.tensor(lam_en).norm() * 4**0.5
         assert torch.allclose(net(*q) @ net(*d).T, want / norm, atol=1e-5), english_docs
 
 

@@ -65,17 +65,19 @@ def test_stream_ablation_zeroes_the_multilingual_half_and_errors():
 
 def test_gradients_reach_every_trainable_parameter_and_packing_roundtrips():
     torch.manual_seed(0)
-    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, raw_view=True)
+    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, raw_view=True,
+                      d_g=5, d_gt=5)  # fmt: skip
     net = LaSRNet(head, Adaptor(5, 4, hidden=8))
     e_en, bins, feats = torch.randn(3, 6), torch.randn(3, 2, 5), _feats(3)
     z = net(e_en, bins, feats)
     (z * torch.randn_like(z)).sum().backward()
     missing = [n for n, p in net.named_parameters() if p.grad is None]
     assert missing == ["head.logit_scale"], missing  # the loss's temperature, not part of ẑ
-    assert torch.allclose(net.forward_packed(pack(e_en, bins, feats, e_en)), z)
-    e_raw = torch.randn(3, 6)
-    z_raw = net(e_en, bins, feats, e_raw)
-    assert torch.allclose(net.forward_packed(pack(e_en, bins, feats, e_raw)), z_raw)
+    assert torch.allclose(net.forward_packed(pack(e_en, bins, feats, e_en, bins.mean(1))), z)
+    e_raw, g_tr = torch.randn(3, 6), torch.randn(3, 5)
+    z_raw = net(e_en, bins, feats, e_raw, g_tr)
+    assert not torch.allclose(z_raw[:, -5:], z[:, -5:])  # the translation block reads g_tr
+    assert torch.allclose(net.forward_packed(pack(e_en, bins, feats, e_raw, g_tr)), z_raw)
     (z_raw * torch.randn_like(z_raw)).sum().backward()
     assert head.raw_gate.weight.grad is not None and head.raw_gate.weight.grad.abs().sum() > 0
 
@@ -117,7 +119,7 @@ def test_regate_applies_the_current_gate_to_a_cached_embedding():
     assert torch.allclose(head.regate(cached, feats), fresh, atol=1e-6)
     head.regate(cached, feats)[:, 6:].sum().backward()
     assert head.type_logw.grad is not None and head.type_logw.grad[3, 1].abs() > 0
-    assert torch.equal(head.type_logw.grad[:3], torch.zeros(3, 3))  # only their own row
+    assert torch.equal(head.type_logw.grad[:3], torch.zeros(3, 4))  # only their own row
 
 
 def test_scale_free_scores_take_the_score_scale_away_from_the_gate():
@@ -146,29 +148,32 @@ def test_scale_free_scores_take_the_score_scale_away_from_the_gate():
 
 
 def test_block_weights_g_block_and_the_fused_cosine_by_hand():
-    """ẑ = normalize([w_en n(E_en); w_lr n(E_lr); w_g n(ḡ)]) per text type, so the cosine of a
-    query and a document is Σ_b w_b(q) w_b(d) cos_b / (‖w(q)‖ ‖w(d)‖); an off block is an exact
-    0 that neither the table nor the per-text MLP can turn on."""
+    """ẑ = normalize([w_en n(E_en); w_lr n(E_lr); w_g n(ḡ(x)); w_gt n(ḡ(y*))]) per text type,
+    so the cosine of a query and a document is Σ_b w_b(q) w_b(d) cos_b / (‖w(q)‖ ‖w(d)‖); an
+    off block is an exact 0 that neither the table nor the per-text MLP can turn on."""
     torch.manual_seed(0)
-    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, d_g=5).eval()
-    assert head.dim == 15 and head.splits == (6, 4, 5)
-    table = torch.tensor([[1.0, 0.5, 2.0], [1.0, 0.0, 3.0], [1.0, 1.0, 1.0], [1.0, 1.0, 1.0]])
+    head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, d_g=5, d_gt=5).eval()
+    assert head.dim == 20 and head.splits == (6, 4, 5, 5)
+    table = torch.tensor([[1.0, 0.5, 2.0, 0.25], [1.0, 0.0, 3.0, 0.0], [1.0] * 4, [1.0] * 4])
     head.set_weights(table)
     assert torch.allclose(head.table(), table, atol=1e-6)
-    q = [torch.randn(4, 6), torch.randn(4, 4), torch.randn(4, 5)]
-    d = [torch.randn(7, 6), torch.randn(7, 4), torch.randn(7, 5)]
-    zq = head(q[0], q[1], _feats(4), g_vec=q[2])  # foreign queries: row 0
-    zd = head(d[0], d[1], _feats(7, doc=True), g_vec=d[2])  # English documents: row 3
+    q = [torch.randn(4, 6), torch.randn(4, 4), torch.randn(4, 5), torch.randn(4, 5)]
+    d = [torch.randn(7, 6), torch.randn(7, 4), torch.randn(7, 5), torch.randn(7, 5)]
+    zq = head(q[0], q[1], _feats(4), g_vec=q[2], g_tr=q[3])  # foreign queries: row 0
+    zd = head(d[0], d[1], _feats(7, doc=True), g_vec=d[2], g_tr=d[3])  # English documents: row 3
     cos = [F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T for a, b in zip(q, d)]
-    want = (1.0 * cos[0] + 0.5 * cos[1] + 2.0 * cos[2]) / (5.25**0.5 * 3**0.5)
+    want = (1.0 * cos[0] + 0.5 * cos[1] + 2.0 * cos[2] + 0.25 * cos[3]) / (5.3125**0.5 * 2)
     assert torch.allclose(zq @ zd.T, want, atol=1e-5)
-    ze = head(q[0], q[1], _feats(4, english_query=True), g_vec=q[2])  # row 1: lr off
-    assert torch.equal(ze[:, 6:10], torch.zeros(4, 4))
+    ze = head(q[0], q[1], _feats(4, english_query=True), g_vec=q[2])  # row 1: lr and gt off
+    assert torch.equal(ze[:, 6:10], torch.zeros(4, 4)) and torch.equal(
+        ze[:, 15:], torch.zeros(4, 5)
+    )
     torch.nn.init.normal_(head.gate_mlp[-1].weight)
     with torch.no_grad():
         head.type_logw.add_(2.0)
     ze = head(q[0], q[1], _feats(4, english_query=True), g_vec=q[2])
-    assert torch.equal(ze[:, 6:10], torch.zeros(4, 4)) and ze[:, 10:].abs().sum() > 0
+    assert torch.equal(ze[:, 6:10], torch.zeros(4, 4)) and ze[:, 10:15].abs().sum() > 0
+    assert torch.equal(ze[:, 15:], torch.zeros(4, 5))
     with pytest.raises(ValueError, match="g_vec"):
         head(q[0], q[1], _feats(4))
     with pytest.raises(ValueError, match=">= 0"):

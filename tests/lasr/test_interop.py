@@ -181,14 +181,14 @@ def test_hub_id_loading_and_push_to_hub_without_network(saved, tmp_path, monkeyp
 
 
 def test_a_zero_english_weight_skips_the_translator_and_says_so_once(saved, caplog):
-    """Weights λ(en, lr, g) = (0, 0, 0.125) for foreign queries (the demo model's fit): the
+    """Weights λ(en, lr, g, gt) = (0, 0, 0.125, 0) for foreign queries (the demo model's fit): the
     translation is unused, so no candidate is looked up (no online translator would run), the
     vectors are exactly those with translation, and one plain sentence says why."""
     model, _, texts, langs, _ = saved
     fused = LiRAModel(model.models_cfg, model.translation_cfg, model.arca_cfg, model.lasr_cfg,
                       model.backbone, model.arca, model.store)  # fmt: skip
     table = fused.head.table().clone()
-    table[0] = torch.tensor([0.0, 0.0, 0.125])
+    table[0] = torch.tensor([0.0, 0.0, 0.125, 0.0])
     fused.head.set_weights(table)
     assert fused.translation_unused("query") and not fused.translation_unused("document")
     st = fused.streams(texts, langs, "query")  # with the stored translations
@@ -220,10 +220,17 @@ def test_a_zero_english_weight_skips_the_translator_and_says_so_once(saved, capl
     md = leaderboard_markdown([row], "Leaderboard", notes=notes)
     assert md.index(said[0]) < md.index("## ndcg@10")
     # a head whose multilingual half reads the English half (Δ ≠ 0): the translation matters
-    table[0] = torch.tensor([0.0, 1.0, 0.125])
+    table[0] = torch.tensor([0.0, 1.0, 0.125, 0.0])
     fused.head.set_weights(table)
     torch.nn.init.normal_(fused.head.delta.weight, std=0.05)
     assert not fused.translation_unused("query")
+    # g's translation block (lasr.translated_g) reads the translation too
+    arch = dataclasses.replace(model.lasr_cfg, translated_g=True)
+    gt = LiRAModel(model.models_cfg, model.translation_cfg, model.arca_cfg, arch,
+                   model.backbone, model.arca, model.store)  # fmt: skip
+    for w_gt, unused in ((0.5, False), (0.0, True)):
+        gt.head.set_weights(torch.tensor([[0.0, 0.0, 0.125, w_gt]] + [[1.0] * 4] * 3))
+        assert gt.translation_unused("query") is unused, w_gt
 
 
 # ------------------------------------------------------------------------ issue 52: round trips

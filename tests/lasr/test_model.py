@@ -179,8 +179,11 @@ def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
 
 def test_a_folder_of_the_older_layout_loads_the_same(stack, tmp_path, caplog):
     """A folder saved before the ``architecture`` section holds the fusion head's shape inside
-    ``lasr`` (with the critic switches since moved to ``arca``): it loads, embeds as the model
-    did, and a save writes today's layout (:func:`lira.compat.current_folder_meta`)."""
+    ``lasr`` (with the critic switches since moved to ``arca``), and one saved before g's
+    translation block has a three-block head and no ``translated_g``: it loads, embeds as the
+    model did, and a save writes today's layout (:mod:`lira.compat`)."""
+    from safetensors.torch import load_file, save_file
+
     from lira.checkpoint.manifest import write_manifest
 
     model, _, home = stack
@@ -192,7 +195,14 @@ def test_a_folder_of_the_older_layout_loads_the_same(stack, tmp_path, caplog):
     assert meta["architecture"]["fusion_dim"] == 32 and "fusion_dim" not in meta["lasr"]
     old = {k: v for k, v in meta.items() if k != "architecture"}
     old["lasr"] = {**meta["lasr"], **meta["architecture"], "use_llm_critic": False}
+    del old["lasr"]["translated_g"]
     (folder / "lira_config.json").write_text(json.dumps(old))
+    head = load_file(str(folder / "head.safetensors"))
+    for name in ("type_logw", "type_on"):
+        head[name] = head[name][:, :3].contiguous()
+    for name in ("gate_mlp.2.weight", "gate_mlp.2.bias"):
+        head[name] = head[name][:3].contiguous()
+    save_file(head, str(folder / "head.safetensors"))
     write_manifest(folder)
     with caplog.at_level("WARNING"):
         loaded = LiRAModel.from_pretrained(folder)
