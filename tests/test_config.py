@@ -178,6 +178,14 @@ def test_impossible_values_fail_at_load_naming_key_and_fix(override, pattern):
         load_config(None, [override])
 
 
+def test_g_translation_block_and_a_training_g_fail_at_load_naming_both_keys():
+    """g's view of each translation is computed once, before LaSR: it cannot follow a g that
+    LaSR trains."""
+    assert load_config(None, ["lasr.translated_g=true"]).lasr.translated_g
+    with pytest.raises(ConfigError, match=r"'lasr.translated_g'.*lasr.train_encoder"):
+        load_config(None, ["lasr.translated_g=true", "lasr.train_encoder=true"])
+
+
 def test_translator_concurrency_is_checked():
     with pytest.raises(ConfigError, match=r"llm_translators\[0\]\.max_concurrency"):
         from_dict(RunConfig, {"translation": {"llm_translators": [{**_llm("a"),
