@@ -330,15 +330,9 @@ class LaSRNet(nn.Module):
         self.head = head
         self.adaptor = adaptor
 
-    def forward(
-        self,
-        e_en: Tensor,
-        g_bins: Tensor,
-        feats: Tensor,
-        e_raw: Tensor | None = None,
-        g_tr: Tensor | None = None,
-    ) -> Tensor:
-        """ẑ [B, dim]."""
+    def forward(self, e_en: Tensor, g_bins: Tensor, feats: Tensor, e_raw: Tensor | None = None,
+                g_tr: Tensor | None = None) -> Tensor:  # fmt: skip
+        """ẑ [B, dim] (the streams of :meth:`blocks`)."""
         return self.head.combine(self.blocks(e_en, g_bins, feats, e_raw, g_tr), feats)
 
     def blocks(
