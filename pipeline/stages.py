@@ -45,11 +45,14 @@ class Stage:
     command: str
     """The subcommand (``lira <command> CONFIG``); its adapter is :func:`pipeline.run.run_stage`'s."""
     sections: tuple[str, ...]
-    """Config sections whose change re-runs this stage (and every later one)."""
+    """Config sections whose change re-runs this stage (and every later one that reads them)."""
     config: type
     """The config section ``lira <command> --help`` documents."""
     summary: str
     """One line for ``--help``."""
+    reads: tuple[str, ...] | None = None
+    """The sections of earlier stages it reads (None: every earlier stage's, as it reads their
+    outputs). The baselines read only the data and the models: a LaSR change keeps them."""
 
 
 STAGES: dict[str, Stage] = {
@@ -60,7 +63,8 @@ STAGES: dict[str, Stage] = {
     "lasr": Stage("lasr", ("lasr",), LaSRConfig,
                   "fine-tune LaSR (fusion head, gate and Arca's Adaptor) end to end"),
     "baselines": Stage("baseline", ("baselines",),
-                       BaselinesConfig, "train the baselines of papers 000-003 on the same data"),
+                       BaselinesConfig, "train the baselines of papers 000-003 on the same data",
+                       reads=("data", "models")),
     "compare": Stage("compare", ("eval",), EvalConfig,
                      "evaluate the backbone, LiRA and every baseline on the same scenarios"),
     "reason": Stage("reason", ("reason",), ReasonConfig,
@@ -94,11 +98,20 @@ def refuse_launcher(command: str) -> None:
                         f"torchrun); lira run runs it on the main process only")  # fmt: skip
 
 
-def stage_fingerprint(cfg: RunConfig, stage: str) -> str:
-    """Hash of every config section that ``stage`` and the stages before it read."""
+def stage_sections(stage: str) -> list[str]:
+    """The config sections whose change re-runs ``stage``: its own, and those of the stages
+    before it whose outputs it reads (:attr:`Stage.reads`; all of them by default)."""
+    if STAGES[stage].reads is not None:
+        return ["seed", *STAGES[stage].reads, *STAGES[stage].sections]
     sections: list[str] = ["seed"]
     for name in ORDER[: ORDER.index(stage) + 1]:
         sections += STAGES[name].sections
+    return list(dict.fromkeys(sections))
+
+
+def stage_fingerprint(cfg: RunConfig, stage: str) -> str:
+    """Hash of every config section whose change re-runs ``stage`` (:func:`stage_sections`)."""
+    sections = stage_sections(stage)
     data = to_dict(cfg)
     flat = flat_baselines(cfg.baselines)  # hashed under the flat key names
     data["baselines"] = {k: v for k, v in flat.items() if k not in MEMORY_ONLY}

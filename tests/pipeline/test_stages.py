@@ -95,11 +95,12 @@ def test_run_writes_the_leaderboard_and_resumes_stage_by_stage(tmp_path, models_
     assert json.loads((tmp_path / "run_summary.json").read_text())["stages"] == timings
 
     # a finished stage is not redone; a changed section re-runs its stage and those after it
+    # that read it (the baselines read the data and the models, not LaSR's settings)
     assert set(run_pipeline(cfg).values()) == {"skipped"}
     before = {s: stage_fingerprint(cfg, s) for s in ORDER}
     cfg.lasr.steps = 3
     after = {s: stage_fingerprint(cfg, s) for s in ORDER}
-    assert [s for s in ORDER if before[s] != after[s]] == ["lasr", "baselines", "compare", "reason"]
+    assert [s for s in ORDER if before[s] != after[s]] == ["lasr", "compare", "reason"]
 
 
 def test_memory_only_fields_keep_every_stage_fingerprint():
@@ -114,6 +115,27 @@ def test_memory_only_fields_keep_every_stage_fingerprint():
     cfg.baselines.lora = True  # a field that shapes the baselines does re-run them
     changed = [s for s in ORDER if stage_fingerprint(cfg, s) != before[s]]
     assert changed == ["baselines", "compare", "reason"]
+
+
+def test_a_stage_reruns_when_what_it_reads_changes_and_only_then():
+    """LaSR and Arca settings keep the baselines (they read the data and the models only); the
+    data, the models and the seed re-run them; the translators re-run every stage but them."""
+    from pipeline.runconfig import RunConfig
+    from pipeline.stages import ORDER, stage_fingerprint
+
+    def changed(edit) -> list[str]:
+        cfg = RunConfig()
+        before = {s: stage_fingerprint(cfg, s) for s in ORDER}
+        edit(cfg)
+        return [s for s in ORDER if stage_fingerprint(cfg, s) != before[s]]
+
+    assert changed(lambda c: setattr(c.arca, "steps", 7)) == ["arca", "lasr", "compare", "reason"]
+    assert changed(lambda c: setattr(c.translation, "num_candidates", 5)) == [
+        "translate", "arca", "lasr", "compare", "reason"]  # fmt: skip
+    assert changed(lambda c: setattr(c.data, "max_train_queries", 7)) == ORDER
+    assert changed(lambda c: setattr(c.models, "backbone_max_length", 32)) == [
+        "arca", "lasr", "baselines", "compare", "reason"]  # fmt: skip
+    assert changed(lambda c: setattr(c, "seed", 1)) == ORDER
 
 
 def test_pending_failures_rerun_the_stage_and_bad_markers_do_not_crash(tmp_path, monkeypatch):
