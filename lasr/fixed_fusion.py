@@ -2,12 +2,12 @@
 
 For a query q and a document d every block b of ẑ (:data:`lasr.fusion.BLOCKS`: the English
 half, the multilingual half, g's own vector, g on the chosen English text) gives a cosine
-cos_b(q, d). A *fixed* fusion scores
-Σ_b λ_b cos_b(q, d) with one weight per block and query type (English, foreign).
-:func:`per_query_ndcg` scores every λ of ``lasr.fusion_grid``³ on each validation query;
-:func:`select_fusion` (``lasr.fusion_rule: cv``, the default) keeps the grid's best λ only when
-it beats the best single block *out of fold* (folds by question, leave-one-language-out for
-foreign queries) with a paired 95% lower bound above 0, else that single block: on xquad_minilm
+cos_b(q, d). A *fixed* fusion scores Σ_b λ_b cos_b(q, d) with one weight per block and query type
+(English, foreign). :func:`per_query_ndcg` scores every λ of ``lasr.fusion_grid``^B on each
+validation query; :func:`select_fusion` (``lasr.fusion_rule: cv``, the default) keeps the
+grid's best λ only when it beats the plainest candidate (g alone for foreign queries, the best
+single block for English ones) *out of fold* (folds by question, leave-one-language-out for
+foreign queries) with a paired 95% lower bound above 0, else that candidate: on xquad_minilm
 the in-sample pick (90.8 En-En on 83 questions) fell to 88.2 out of fold, below g alone (89.2).
 :func:`fitted_table` turns the weights into the head's per-type table: every document weighs
 each block 1 and queries λ, so the fused cosine is Σ_b λ_b cos_b / (N_q N_d) with one N_d for
@@ -49,11 +49,12 @@ class FusionFit:
     fitted_score: float | None = None
     """The in-sample score of ``fitted``."""
     single: str = ""
-    """The best single block (:data:`lasr.fusion.BLOCKS` name), the rule's plainest candidate."""
+    """The rule's plainest candidate (:data:`lasr.fusion.BLOCKS` name): the fallback block, or
+    the best single block."""
     oof: float | None = None
     """Out of fold: the mean score of the grid's best λ picked on the other folds."""
     oof_single: float | None = None
-    """Out of fold: the mean score of the best single block picked on the other folds."""
+    """Out of fold: the mean score of the plainest candidate picked on the other folds."""
     gain: tuple[float, float, float] | None = None
     """``oof − oof_single``: (mean, 95% low, 95% high) over questions."""
 
@@ -196,25 +197,30 @@ def select_fusion(
     folds: int = 5,
     rule: str = "cv",
     seed: int = 0,
+    fallback: str = "",
 ) -> FusionFit:
     """The fusion λ of one query type from per-query validation scores ``scores`` [C, Q] (one
     row per λ of ``combos``; e.g. :func:`per_query_ndcg`), chosen so that it holds out of
     sample.
 
-    ``rule="cv"``: the candidates are every λ and the best single block. Out of fold
-    (:func:`cv_cells`: folds by question, leave-one-language-out as well) the grid's best λ and the best single block are each picked
-    on the fitting queries and scored on the held-out cell. The fitted λ (refitted on every
-    query) is kept only when its out-of-fold gain over the single block has a paired 95% lower
-    bound above 0 (a t interval over questions, each question's gain averaged over its
-    languages); otherwise the single block chosen on every query. ``rule="in_sample"``: the
+    ``rule="cv"``: the candidates are every λ and the plainest one, ``fallback`` (a block of
+    :data:`lasr.fusion.BLOCKS` alone: g for foreign queries, the encoder a user would use
+    instead) or, without one, the best single block. Out of fold
+    (:func:`cv_cells`: folds by question, leave-one-language-out as well) the grid's best λ and
+    the plainest candidate are each picked on the fitting queries and scored on the held-out
+    cell. The fitted λ (refitted on every query) is kept only when its out-of-fold gain over the
+    plainest candidate has a paired 95% lower bound above 0 (a t interval over questions, each
+    question's gain averaged over its languages); otherwise that candidate chosen on every
+    query. ``rule="in_sample"``: the
     grid's best λ on every query (each query weighs the same). Both report the out-of-fold
     figures (``oof``, ``oof_single``, ``gain``) beside the in-sample ``score``."""
     singles = _single_blocks(combos)
     if not singles:
         raise ValueError("select_fusion: the grid has no single-block combination (add 1.0)")
+    plain = [i for i, name in singles.items() if name == fallback] or list(singles)
     lang_ids = {lang: j for j, lang in enumerate(dict.fromkeys(langs))}
     lang = torch.tensor([lang_ids[x] for x in langs])
-    single_idx = torch.tensor(list(singles))
+    single_idx = torch.tensor(plain)
     oof_fit, oof_single = torch.zeros(scores.shape[1]), torch.zeros(scores.shape[1])
     for cell, fit_on in cv_cells(questions, langs, folds, seed):
         mean = scores[:, fit_on].mean(1)

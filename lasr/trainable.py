@@ -98,6 +98,13 @@ def validation_scores(
     return out
 
 
+FALLBACK = {"foreign": "g", "en": ""}
+"""The plainest candidate of each query type's fit (:func:`lasr.fixed_fusion.select_fusion`): g
+alone for foreign queries (the multilingual encoder a user would use instead of LiRA; a block
+such as g on the translation alone would drop the source text), the best single block for
+English ones."""
+
+
 def fit_validation_fusion(
     model: LiRAModel, pools: dict[str, RetrievalData] | None, cfg: LaSRConfig
 ) -> dict[str, FusionFit]:
@@ -121,7 +128,7 @@ def fit_validation_fusion(
         model, pools, combos, cfg.ndcg_k, cfg.encode_batch_size
     ).items():
         fit = select_fusion(v.scores, combos, [plain_qid(q) for q in v.keys], v.langs,
-                            cfg.fusion_folds, cfg.fusion_rule, cfg.seed)  # fmt: skip
+                            cfg.fusion_folds, cfg.fusion_rule, cfg.seed, FALLBACK[kind])  # fmt: skip
         fits[kind] = fit
         weights[kind] = fit.weights
         log.info("lasr: fixed fusion on validation (%s rule), %s queries: λ(en, lr, g, gt) = %s, "

@@ -27,7 +27,7 @@ import numpy as np
 from evaluators.bootstrap import bootstrap_ci
 from lasr.fixed_fusion import cv_cells, select_fusion, weight_grid
 from lasr.model import LiRAModel
-from lasr.trainable import PoolScores, validation_scores
+from lasr.trainable import FALLBACK, PoolScores, validation_scores
 from lira.data.splits import load_splits, validation_pools
 from lira.data.xquad_r import plain_qid
 from pipeline.runconfig import RunConfig, load_config
@@ -35,7 +35,9 @@ from pipeline.runconfig import RunConfig, load_config
 G_ALONE = (0.0, 0.0, 1.0, 0.0)
 
 
-def nested_choice(v: PoolScores, combos: list, rule: str, folds: int, seed: int) -> dict[str, int]:
+def nested_choice(
+    v: PoolScores, combos: list, rule: str, folds: int, seed: int, fallback: str = ""
+) -> dict[str, int]:
     """{query id: index in ``combos`` of the λ that ``rule`` picks without that query's fold
     (and, with two or more languages, without its language)}."""
     qs = [plain_qid(k) for k in v.keys]
@@ -43,7 +45,7 @@ def nested_choice(v: PoolScores, combos: list, rule: str, folds: int, seed: int)
     for cell, fit_on in cv_cells(qs, v.langs, folds, seed):
         on = fit_on.nonzero().flatten().tolist()
         sub = select_fusion(v.scores[:, on], combos, [qs[i] for i in on],
-                            [v.langs[i] for i in on], folds, rule, seed)  # fmt: skip
+                            [v.langs[i] for i in on], folds, rule, seed, fallback)  # fmt: skip
         for i in cell.nonzero().flatten().tolist():
             out[v.keys[i]] = combos.index(sub.weights)
     return out
@@ -66,9 +68,10 @@ def out_of_fold(
     g = combos.index(G_ALONE)
     out: dict[str, dict[str, tuple[float, float, float, float]]] = {}
     for kind, v in scores.items():
-        picks = {r: nested_choice(v, combos, r, folds, cfg.lasr.seed) for r in ("in_sample", "cv")}
+        picks = {r: nested_choice(v, combos, r, folds, cfg.lasr.seed, FALLBACK[kind])
+                 for r in ("in_sample", "cv")}  # fmt: skip
         full = select_fusion(v.scores, combos, [plain_qid(k) for k in v.keys], v.langs,
-                             folds, "cv", cfg.lasr.seed)  # fmt: skip
+                             folds, "cv", cfg.lasr.seed, FALLBACK[kind])  # fmt: skip
         print(f"{kind} queries: the cv rule on every validation query picks λ = {full.weights} "
               f"(in sample {100 * full.score:.1f}; the grid's best {full.fitted})")  # fmt: skip
         whole = combos.index(full.weights)

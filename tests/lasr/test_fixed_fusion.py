@@ -160,6 +160,25 @@ def test_question_folds_keep_a_question_in_one_fold_and_balance_them():
     assert sorted(folds[:10]) == [0, 0, 1, 1, 2, 2, 3, 3, 4, 4]
 
 
+def test_the_fallback_is_the_plainest_candidate_whatever_block_is_best_alone():
+    """Foreign queries fall back to g alone (lasr.trainable.FALLBACK): the grid's best, level
+    with the best single block (en here) but well above g, is kept against g; the rule without a
+    fallback keeps that best single block."""
+    n = 60
+    gen = torch.Generator().manual_seed(3)
+    g = 0.3 + torch.rand(n, generator=gen) * 0.3
+    en = g + 0.2
+    fused = en + (torch.rand(n, generator=gen) - 0.5) * 0.01
+    scores = torch.stack([en, g, fused]).clamp(0, 1)
+    qs, langs = [f"q{i % 30}" for i in range(n)], ["de"] * 30 + ["ru"] * 30
+    best_single = select_fusion(scores, COMBOS, qs, langs, folds=5)
+    assert best_single.single == "en" and best_single.weights == (1.0, 0.0, 0.0)
+    assert best_single.gain[1] <= 0  # nothing beats en alone out of fold
+    against_g = select_fusion(scores, COMBOS, qs, langs, folds=5, fallback="g")
+    assert against_g.single == "g" and against_g.weights == against_g.fitted
+    assert against_g.gain[1] > 0.15 and set(against_g.parts) == {"en", "g"}
+
+
 def test_the_cv_rule_keeps_a_fusion_that_gains_out_of_fold():
     """A fusion 0.05 above g on every query (any fold) is kept: its out-of-fold gain over the
     best single block is 0.05 with a lower bound > 0."""
