@@ -129,13 +129,15 @@ def per_query_ndcg(
 
 
 def _single_blocks(combos: Sequence[Sequence[float]]) -> dict[int, str]:
-    """{index in ``combos``: block name} of the first combination that uses one block alone."""
+    """{index in ``combos``: block name} of the first combination that uses one block alone, in
+    :data:`lasr.fusion.BLOCKS` order (of two blocks that tie, e.g. g and g on the translation
+    for English queries, the earlier is the one picked)."""
     out: dict[int, str] = {}
     for i, lam in enumerate(combos):
         on = [b for b, w in enumerate(lam) if w > 0]
         if len(on) == 1 and BLOCKS[on[0]] not in out.values():
             out[i] = BLOCKS[on[0]]
-    return out
+    return dict(sorted(out.items(), key=lambda kv: BLOCKS.index(kv[1])))
 
 
 def question_folds(questions: Sequence[str], folds: int, seed: int = 0) -> list[int]:

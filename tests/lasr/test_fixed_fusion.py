@@ -179,6 +179,15 @@ def test_the_fallback_is_the_plainest_candidate_whatever_block_is_best_alone():
     assert against_g.gain[1] > 0.15 and set(against_g.parts) == {"en", "g"}
 
 
+def test_of_two_single_blocks_that_tie_the_earlier_block_is_picked():
+    """English queries are not translated, so g and g on the translation score alike: the rule
+    names g (the earlier of lasr.fusion.BLOCKS), whatever the grid's order."""
+    row = torch.rand(40, generator=torch.Generator().manual_seed(4))
+    combos = [(0.0, 0.0, 0.0, 1.0), (0.0, 0.0, 1.0, 0.0)]  # gt alone first in the grid
+    fit = select_fusion(torch.stack([row, row]), combos, [f"q{i}" for i in range(40)], ["en"] * 40)
+    assert fit.single == "g" and fit.weights == (0.0, 0.0, 1.0, 0.0)
+
+
 def test_the_cv_rule_keeps_a_fusion_that_gains_out_of_fold():
     """A fusion 0.05 above g on every query (any fold) is kept: its out-of-fold gain over the
     best single block is 0.05 with a lower bound > 0."""
