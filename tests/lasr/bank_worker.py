@@ -46,7 +46,7 @@ def fit_both_ways() -> tuple[list[tuple[object, ...]], list[int]]:
     fits = []
     for shared in (True, False):
         calls.append(0)
-        combos = fixed_fusion.weight_grid((0.0, 0.5, 1.0))
+        combos = fixed_fusion.weight_grid((0.0, 0.5, 1.0), (True, True, True))  # 3 blocks
         scores = fixed_fusion.per_query_ndcg(cos, labels, combos, k=5, across_processes=shared)
         fit = fixed_fusion.select_fusion(scores, combos, [f"q{i}" for i in range(12)],
                                          langs, rule="in_sample")  # fmt: skip
