@@ -156,7 +156,7 @@ class GEmbeddingCache:
         """The stored arrays of those ``keys`` that are present."""
         out = {k: self.pending[k][0] for k in keys if k in self.pending}
         uniq = [k for k in dict.fromkeys(keys) if k not in out]
-        damaged = 0
+        damaged = older = 0
         with self._lock:
             try:
                 for i in range(0, len(uniq), 500):
@@ -164,17 +164,21 @@ class GEmbeddingCache:
                     q = f"SELECT key, rows, dim, vec, checksum FROM g_embeddings WHERE key IN ({','.join('?' * len(chunk))})"
                     for key, rows, dim, blob, check in self._conn.execute(q, chunk):
                         vec = _blob_array(blob, rows, dim)
-                        if vec is None or check != row_checksum(key, rows, dim, blob):
+                        if check is None:
+                            older += 1
+                        elif vec is None or check != row_checksum(key, rows, dim, blob):
                             damaged += 1
                         else:
                             out[key] = vec
             except sqlite3.Error as e:
                 raise _cache_error(self.path, e) from None
+        self.damaged += damaged + older
         if damaged:
-            self.damaged += damaged
-            log.warning("frozen-g cache %s: %d damaged row(s) (checksum, size or NaN/inf; or "
-                        "written by an older LiRA) are computed again and replaced", self.path,
-                        damaged)  # fmt: skip
+            log.warning("frozen-g cache %s: %d damaged row(s) (checksum, size or NaN/inf) are "
+                        "computed again and replaced", self.path, damaged)  # fmt: skip
+        if older:
+            log.info("frozen-g cache %s: %d row(s) written by an older LiRA (no checksum) are "
+                     "computed again and replaced", self.path, older)  # fmt: skip
         return out
 
     def put(self, items: dict[str, np.ndarray], enc_id: str) -> None:

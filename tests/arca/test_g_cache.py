@@ -54,7 +54,7 @@ def test_a_same_size_overwrite_or_swap_is_recomputed_and_logged(tmp_path, caplog
     assert calls == []
 
 
-def test_rows_of_an_older_cache_without_checksums_are_recomputed(tmp_path):
+def test_rows_of_an_older_cache_without_checksums_are_recomputed(tmp_path, caplog):
     path = tmp_path / "g.sqlite"
     with sqlite3.connect(path) as db:  # the schema LiRA wrote before issue 51
         db.execute("CREATE TABLE g_embeddings (key TEXT PRIMARY KEY, encoder TEXT NOT NULL, "
@@ -65,8 +65,12 @@ def test_rows_of_an_older_cache_without_checksums_are_recomputed(tmp_path):
             "INSERT INTO g_embeddings VALUES (?, ?, 1, 4, ?, 0)", (cache_key(ENC, "a"), ENC, vec)
         )
     calls: list[list[str]] = []
-    out = GEmbeddingCache(path).pooled(["a"], ENC, None, _compute(calls))
+    with caplog.at_level("INFO", logger="arca.g_cache"):
+        out = GEmbeddingCache(path).pooled(["a"], ENC, None, _compute(calls))
     assert calls == [["a"]] and float(out[0, 0, 1]) == pytest.approx(1.0)
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert any(lvl == "INFO" and "1 row(s) written by an older LiRA" in m for lvl, m in said)
+    assert not any("damaged" in m for _, m in said)  # not reported as damage
 
 
 def test_a_row_depends_on_its_text_only_not_on_the_cache_history(tmp_path):
