@@ -207,14 +207,13 @@ def select_fusion(
 
     ``rule="cv"``: the candidates are every λ and the plainest one, ``fallback`` (a block of
     :data:`lasr.fusion.BLOCKS` alone: g for foreign queries, the encoder a user would use
-    instead) or, without one, the best single block. Out of fold
-    (:func:`cv_cells`: folds by question, leave-one-language-out as well) the grid's best λ and
-    the plainest candidate are each picked on the fitting queries and scored on the held-out
-    cell. The fitted λ (refitted on every query) is kept only when its out-of-fold gain over the
-    plainest candidate has a paired 95% lower bound above 0 (a t interval over questions, each
-    question's gain averaged over its languages); otherwise that candidate chosen on every
-    query. ``rule="in_sample"``: the
-    grid's best λ on every query (each query weighs the same). Both report the out-of-fold
+    instead) or, without one, the best single block. Out of fold (:func:`cv_cells`: folds by
+    question, leave-one-language-out as well) the grid's best λ and the plainest candidate are
+    each picked on the fitting queries and scored on the held-out cell. The fitted λ (refitted
+    on every query) is kept only when its out-of-fold gain over the plainest candidate has a
+    paired 95% lower bound above 0 (a t interval over questions, each question's gain averaged
+    over its languages); otherwise that candidate chosen on every query. ``rule="in_sample"``:
+    the grid's best λ on every query (each query weighs the same). Both report the out-of-fold
     figures (``oof``, ``oof_single``, ``gain``) beside the in-sample ``score``."""
     singles = _single_blocks(combos)
     if not singles:

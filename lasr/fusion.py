@@ -320,9 +320,9 @@ class LaSRNet(nn.Module):
 
     ẑ = FusionHead(E_en, mean_s A(G(x)), gate features, h(x), mean_s G(x), ḡ(y*)) from the
     stored streams: E_en [B, d_en], P_S(g(x)) bins [B, S, d_g], gate features [B, 9], h(x)
-    [B, d_en] and g on the chosen English text ḡ(y*) [B, d_g]. The Adaptor is LaSR's own copy of Arca's (App. D.1: trained end to end); Arca's
-    stays as trained, so the Actor's selection and its anchor similarity (a gate feature) are
-    the same in training and at evaluation.
+    [B, d_en] and g on the chosen English text ḡ(y*) [B, d_g]. The Adaptor is LaSR's own copy
+    of Arca's (App. D.1: trained end to end); Arca's stays as trained, so the Actor's selection
+    and its anchor similarity (a gate feature) are the same in training and at evaluation.
     """
 
     def __init__(self, head: FusionHead, adaptor: nn.Module) -> None:

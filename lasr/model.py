@@ -139,7 +139,7 @@ class LiRAModel(nn.Module):
 
     @property
     def dim(self) -> int:
-        """Embedding dimension d_en + d_lr (+ d_g with lasr.raw_g, + d_g with lasr.translated_g)."""
+        """Embedding dimension d_en + d_lr (+ d_g with lasr.raw_g and with lasr.translated_g)."""
         return self.head.dim
 
     def set_head(self, lasr: LaSRArchitecture, head: FusionHead | None = None) -> None:
@@ -366,14 +366,13 @@ class LiRAModel(nn.Module):
     @torch.no_grad()
     def translation_unused(self, kind: str) -> bool:
         """True when a foreign text of ``kind`` embeds the same with and without its
-        translation: the English half and g's translation block have weight 0 for its type
-        (off blocks), and nothing else reads the translation — the multilingual half is off or
-        its residual Δ is zero
-        (Δ reads the English half), and the block weights do not read the translation's gate
-        features (one block on, or a zero per-text MLP)."""
+        translation: the blocks that read it (the English half, g on the translation) have
+        weight 0 for its type (off blocks), and nothing else reads it — the multilingual half is
+        off or its residual Δ is zero (Δ reads the English half), and the block weights do not
+        read the translation's gate features (one block on, or a zero per-text MLP)."""
         head = self.head
         on = head.type_on[0 if kind == "query" else 2].bool().tolist()
-        if on[0] or on[3]:
+        if on[BLOCKS.index("en")] or on[BLOCKS.index("gt")]:
             return False
         delta = bool(head.delta.weight.any() or head.delta.bias.any())
         if on[1] and head.use_en and delta:
