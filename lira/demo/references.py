@@ -21,7 +21,9 @@ from pathlib import Path
 from lira.demo.builders import (
     SEED,
     build_backbone,
+    build_chunked,
     build_gemma3,
+    build_gemma3_gguf,
     build_mt5,
     build_qwen3_lm,
     build_smollm2,
@@ -32,7 +34,18 @@ from lira.errors import UserInputError
 
 logger = logging.getLogger(__name__)
 
-VERSIONS = {"mt5": 2, "backbone": 1, "marian": 5, "qwen3-lm": 1, "smollm2": 1, "gemma3": 1}
+VERSIONS = {
+    "mt5": 2,
+    "backbone": 1,
+    "marian": 5,
+    "qwen3-lm": 1,
+    "smollm2": 1,
+    "gemma3": 1,
+    "gemma3-gguf": 1,
+    "qwen25-1.5b": 1,
+    "embeddinggemma": 1,
+    "mpnet": 1,
+}
 """Build version of each demo model: bump one when its builder changes, and cached folders
 with another stamp are rebuilt."""
 STAMP = "lira-demo.json"
@@ -45,9 +58,25 @@ BUILDERS: dict[str, Callable[[Path], None]] = {
     "qwen3-lm": build_qwen3_lm,
     "smollm2": build_smollm2,
     "gemma3": build_gemma3,
+    "gemma3-gguf": build_gemma3_gguf,
+    "qwen25-1.5b": build_chunked("qwen25-1.5b"),
+    "embeddinggemma": build_chunked("embeddinggemma"),
+    "mpnet": build_chunked("mpnet"),
 }
 """Demo models built into the cache (``minilm`` is used in place from its package)."""
-NAMES = ("mt5", "backbone", "marian", "qwen3-lm", "minilm", "smollm2", "gemma3")
+NAMES = (
+    "mt5",
+    "backbone",
+    "marian",
+    "qwen3-lm",
+    "minilm",
+    "smollm2",
+    "gemma3",
+    "gemma3-gguf",
+    "qwen25-1.5b",
+    "embeddinggemma",
+    "mpnet",
+)
 
 
 # --------------------------------------------------------------------------------------------

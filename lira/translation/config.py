@@ -60,6 +60,9 @@ def output_relative_problem(path: str) -> str | None:
     return None
 
 
+LOCAL_KINDS = ("transformers", "vllm", "llama_cpp")
+"""Translator kinds that run a model in this process (and so can take a completion prompt)."""
+
 ENGINE_INTS = {
     "max_num_seqs": 1,
     "max_model_len": 1,
@@ -84,10 +87,10 @@ def check_client(cfg: TranslatorConfig | CriticConfig, needs_model: bool) -> Non
     check(problem is None, "prompt_version", f"{problem}")
     if is_completion(cfg.prompt_version):
         check(
-            isinstance(cfg, TranslatorConfig) and cfg.kind in ("transformers", "vllm"),
+            isinstance(cfg, TranslatorConfig) and cfg.kind in LOCAL_KINDS,
             "prompt_version",
             f"{cfg.prompt_version!r} is a completion prompt for base models, used by translators "
-            "of kind transformers or vllm (kind=openai and the critic send chat messages); "
+            "of kind transformers, vllm or llama_cpp (kind=openai and the critic send chat messages); "
             "use paper-v1",
         )
 
@@ -98,9 +101,10 @@ class TranslatorConfig:
 
     name: str = ""
     """Unique id; it is part of the translation-store key."""
-    kind: Literal["vllm", "openai", "transformers", "reference"] = "transformers"
-    """vllm: offline engine; openai: compatible server; transformers: local generate;
-    reference: candidates imported with ``lira translate --import`` (never generated)."""
+    kind: Literal["vllm", "openai", "transformers", "llama_cpp", "reference"] = "transformers"
+    """vllm: offline engine; openai: compatible server; transformers: local generate; llama_cpp:
+    a GGUF file through llama.cpp (xllamacpp); reference: candidates imported with ``lira
+    translate --import`` (never generated)."""
     role: Literal["llm", "mt"] = "llm"
     """llm translators count towards pass@k; mt models fill the remaining slots."""
     model: str = ""
@@ -116,7 +120,9 @@ class TranslatorConfig:
     max_new_tokens: int = 128
     """Generation limit per translation."""
     batch_size: int = 8
-    """Texts per generate call / request batch."""
+    """Texts per generate call / request batch (kind=llama_cpp: its parallel slots)."""
+    threads: int = 0
+    """kind=llama_cpp: CPU threads of the engine; 0 = every CPU this process may use."""
     tensor_parallel_size: int = 1
     """vLLM: GPUs one engine splits the model over; for data parallel run one --shard per group."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -140,7 +146,7 @@ class TranslatorConfig:
         check(bool(self.name), "name", "every translator needs a unique name")
         check(self.temperature >= 0, "temperature", "must be >= 0")
         check(0 < self.top_p <= 1, "top_p", "must be in (0, 1]")
-        check_at_least(self, max_new_tokens=1)
+        check_at_least(self, max_new_tokens=1, threads=0)
         own = sorted({"model", "tensor_parallel_size"} & set(self.engine_kwargs))
         check(not own, "engine_kwargs", f"set {own} as the translator's own key, not here")
         check(
@@ -156,7 +162,7 @@ class TranslatorConfig:
                 f"engine_kwargs.{name}",
                 f"expected an integer >= {low}, got {value!r}",
             )
-        check_client(self, needs_model=self.kind in ("vllm", "openai", "transformers"))
+        check_client(self, needs_model=self.kind in (*LOCAL_KINDS, "openai"))
 
 
 @dataclass

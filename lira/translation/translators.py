@@ -1,4 +1,5 @@
-"""The translator pool's backends: transformers, vLLM offline engine, OpenAI-compatible server.
+"""The translator pool's backends: transformers, vLLM offline engine, OpenAI-compatible server
+(llama.cpp on GGUF files: :mod:`lira.translation.llama_cpp`).
 
 Every backend turns a list of source texts (one language) into a list of
 :class:`Translation` — the raw output or a recorded error — and never raises for one bad
@@ -78,7 +79,7 @@ def chat_messages(prompt: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": prompt}]
 
 
-def _per_item(fn: Callable[[list[str]], list[str]], texts: list[str]) -> list[Translation]:
+def per_item(fn: Callable[[list[str]], list[str]], texts: list[str]) -> list[Translation]:
     """Run ``fn`` on the batch; if it raises, retry text by text so one bad text fails alone."""
     t0 = time.perf_counter()
     try:
@@ -89,7 +90,7 @@ def _per_item(fn: Callable[[list[str]], list[str]], texts: list[str]) -> list[Tr
         if len(texts) == 1:
             return [Translation(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0)]
         log.warning("batch of %d failed (%s); retrying one by one", len(texts), e)
-        return [r for t in texts for r in _per_item(fn, [t])]
+        return [r for t in texts for r in per_item(fn, [t])]
 
 
 # ------------------------------------------------------------------------------ transformers
@@ -218,7 +219,7 @@ class TransformersTranslator:
         out: list[Translation | None] = [None] * len(texts)
         for idx in length_batches(texts, self.cfg.batch_size, longest_first=False):
             for j, r in zip(
-                idx, _per_item(lambda b: self._generate(b, lang), [texts[j] for j in idx])
+                idx, per_item(lambda b: self._generate(b, lang), [texts[j] for j in idx])
             ):
                 out[j] = r
         return out  # type: ignore[return-value]
@@ -341,7 +342,7 @@ class VLLMTranslator:
 
     def translate(self, texts: Sequence[str], lang: str) -> list[Translation]:
         """Translate all ``texts`` in one engine call (continuous batching inside vLLM)."""
-        return _per_item(lambda b: self._generate(b, lang), list(texts))
+        return per_item(lambda b: self._generate(b, lang), list(texts))
 
 
 # ------------------------------------------------------------------------------ OpenAI API
@@ -488,6 +489,10 @@ def build_translator(cfg: TranslatorConfig, cache_dir: str = "") -> TranslatorBa
         return VLLMTranslator(cfg, cache_dir=cache_dir)
     if cfg.kind == "openai":
         return OpenAITranslator(cfg)
+    if cfg.kind == "llama_cpp":
+        from lira.translation.llama_cpp import LlamaCppTranslator  # here: llama_cpp imports this
+
+        return LlamaCppTranslator(cfg, cache_dir=cache_dir)
     raise ValueError(
         f"translator {cfg.name!r} has kind={cfg.kind!r}, which is never generated; "
         "fill it with `lira translate CONFIG --import FILE --translator NAME`"

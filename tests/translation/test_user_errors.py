@@ -79,7 +79,7 @@ def test_a_bad_lira_vllm_variable_names_itself(fake_vllm, monkeypatch):
 
 def test_a_completion_prompt_is_for_local_translators_only():
     """fewshot-v1 is plain text for base models: kind=openai (chat messages) and the critic
-    refuse it in one line naming the key; transformers and vllm translators take it."""
+    refuse it in one line naming the key; transformers, vllm and llama_cpp translators take it."""
     entry = {"name": "g", "kind": "openai", "model": "m", "base_url": "http://127.0.0.1:9/v1"}
     with pytest.raises(ConfigError, match=r"'llm_translators\[0\].prompt_version': 'fewshot-v1' "
                                           r"is a completion prompt"):  # fmt: skip
@@ -88,7 +88,7 @@ def test_a_completion_prompt_is_for_local_translators_only():
         )
     with pytest.raises(ConfigError, match=r"'prompt_version': 'fewshot-v1' is a completion prompt"):
         CriticConfig(prompt_version="fewshot-v1")
-    for kind in ("transformers", "vllm"):
+    for kind in ("transformers", "vllm", "llama_cpp"):
         local = {"name": "g", "kind": kind, "model": "demo:gemma3", "prompt_version": "fewshot-v1"}
         cfg = from_dict(TranslationConfig, {"llm_translators": [local]})
         assert cfg.llm_translators[0].prompt_version == "fewshot-v1"
