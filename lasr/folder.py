@@ -47,7 +47,8 @@ from safetensors.torch import save_file
 from torch import nn
 
 from arca.config import ArcaConfig
-from arca.model import CONFIG_NAME as ARCA_CONFIG
+from arca.folder import CONFIG_NAME as ARCA_CONFIG
+from arca.folder import module_state
 from arca.model import ArcaModel, load_arca
 from lasr.config import ARCHITECTURE_KEYS, LaSRArchitecture, LaSRConfig, LaSRRun
 from lasr.hub import STORE_NAME, open_folder_store
@@ -104,8 +105,7 @@ def write_folder(path: Path, meta: dict[str, object], head: nn.Module, adaptor: 
     """Write ``lira_config.json`` (``meta``), the fusion head and LaSR's Adaptor into ``path``."""
     (path / CONFIG_NAME).write_text(json.dumps(meta, indent=2), encoding="utf-8")
     for module, name in ((head, HEAD_NAME), (adaptor, ADAPTOR_NAME)):
-        state = {k: v.detach().cpu().contiguous() for k, v in module.state_dict().items()}
-        save_file(state, str(path / name))
+        save_file(module_state(module), str(path / name))
 
 
 def read_folder(path: Path, caller: TranslationConfig | None) -> SavedConfigs:

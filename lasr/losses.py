@@ -5,7 +5,8 @@
   ranking (STS) objective on the concatenation [history; batch] of the CorrQueue.
 - :func:`soft_ndcg_loss` (Eq. 35-44): listwise soft nDCG@k over a candidate list per query,
   with safe negatives, a top-1 hinge and a mean/variance regulariser; :func:`ranking_loss`
-  applies it with ``lasr.*``'s score scaling and weights.
+  applies it with ``lasr.*``'s score scaling and weights, :func:`candidate_ranking_loss` to the
+  cosines of each query's positive and negatives.
 
 Memory: every function builds at most one pairwise matrix per list ([N, N] for the
 correlation loss over N = K + B items, [Q, C, C] for soft nDCG over Q lists of C candidates),
@@ -261,3 +262,21 @@ def ranking_loss(
         beta=cfg.safe_beta, gamma=cfg.hinge_gamma, nu=cfg.mv_nu, lambda_h=cfg.lambda_h,
         lambda_r=cfg.lambda_r, safe_negatives=cfg.safe_negatives, mask=mask,
     )  # fmt: skip
+
+
+def candidate_ranking_loss(
+    zq: Tensor,
+    z_pos: Tensor,
+    neg: Tensor,
+    valid: Tensor,
+    cfg: LaSRConfig,
+    log_scale: Tensor | None = None,
+) -> Tensor:
+    """:func:`ranking_loss` of each query's positive and M negatives: the cosines of unit
+    vectors zq [B, d] with z_pos [B, d] and neg [B, M, d]; ``valid`` [B, M] marks the real
+    negatives (False: padding)."""
+    s_pos = (zq * z_pos).sum(-1, keepdim=True)  # [B, 1]
+    s_neg = torch.einsum("bd,bmd->bm", zq, neg)  # [B, M]
+    scores = torch.cat([s_pos, s_neg], dim=1)  # [B, 1 + M]
+    mask = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1).to(scores.device)
+    return ranking_loss(scores, mask, cfg, log_scale)

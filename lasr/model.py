@@ -19,8 +19,8 @@ and returns ẑ = FusionHead(E_en, E_lr, features, h(x), ḡ(x), ḡ(y*)), ℓ2-
 (:mod:`lasr.fusion`: a per-text weighted concatenation, so English keeps the backbone's order).
 Translations come from the store (offline) or, with ``online=True``, the translator pool fills
 it first (:func:`lira.translation.engine.fill_store`). ``save_pretrained`` writes a
-self-describing folder (:mod:`lasr.folder`; the backbone as a reference, not copied); a hub id
-loads like a folder; :meth:`LiRAModel.push_to_hub` uploads.
+self-describing folder (:mod:`lasr.folder`, :mod:`lasr.pretrained`; the backbone as a reference,
+not copied); a hub id loads like a folder; :meth:`LiRAModel.push_to_hub` uploads.
 """
 
 from __future__ import annotations
@@ -38,35 +38,23 @@ from torch import Tensor, nn
 from tqdm.auto import tqdm
 
 from arca.config import ArcaConfig
-from arca.model import ArcaModel, load_arca
+from arca.model import ArcaModel
 from lasr.config import LaSRArchitecture, LaSRRun, split_lasr
-from lasr.folder import (
-    ADAPTOR_NAME,
-    HEAD_NAME,
-    SavedConfigs,
-    folder_meta,
-    open_saved_store,
-    read_folder,
-    run_arca,
-    write_folder,
-)
+from lasr.folder import run_arca
 from lasr.fusion import BLOCKS, FusionHead, LaSRNet
-from lasr.hub import push_to_hub, resolve_folder, snapshot_store
-from lasr.interop import input_texts, mteb_meta, resolve_kind, write_st_files
-from lasr.model_card import parts_sentence, write_card
+from lasr.hub import push_to_hub
+from lasr.interop import input_texts, mteb_meta, resolve_kind
+from lasr.model_card import parts_sentence
+from lasr.pretrained import load_fusion_weights, load_parts, save_folder
 from lasr.streams import (
     UNKNOWN_LANG,
     Streams,
     chosen_english,
     compute_streams,
-    has_store_file,
     stored_candidates,
     texts_and_langs,
     untranslated_note,
 )
-from lira.checkpoint.manifest import write_manifest
-from lira.checkpoint.state import load_safetensors, state_mismatch
-from lira.compat import head_state_with_blocks
 from lira.config import ModelsConfig
 from lira.encoding import length_batches
 from lira.errors import UserInputError
@@ -182,27 +170,11 @@ class LiRAModel(nn.Module):
     def save_pretrained(
         self, path: str | Path, store_snapshot: bool = True, model_id: str = ""
     ) -> None:
-        """Write the self-describing folder described in the module docstring (no endpoints,
-        key variables or absolute paths: a folder is shared, and loading it sends nothing),
-        with a snapshot of its translation store inside (``store_snapshot``;
-        :func:`lasr.hub.snapshot_store`), ``modules.json`` (sentence-transformers) and a model
-        card ``README.md`` (:mod:`lasr.model_card`; its snippet loads ``model_id``, default the
-        folder's absolute path)."""
-        path = Path(path)
-        path.mkdir(parents=True, exist_ok=True)
-        store = ""
-        if has_store_file(self.store) and store_snapshot:
-            assert self.store is not None
-            store = snapshot_store(self.store, path)
-        architecture, training = self.lasr_sections()
-        configs = SavedConfigs(self.models_cfg, self.translation_cfg, self.arca_cfg,
-                               architecture, training, store, self.card)  # fmt: skip
-        meta = folder_meta(configs, self.d_en, self.d_lr)
-        write_folder(path, meta, self.head, self.net.adaptor)
-        self.arca.save_pretrained(path / "arca")
-        write_st_files(path)
-        write_card(self, path, meta, model_id)
-        write_manifest(path)  # sizes + sha256, last: from_pretrained checks them (none = damaged)
+        """Write the self-describing folder of :mod:`lasr.folder` (no endpoints, key variables
+        or absolute paths), with a snapshot of its translation store (``store_snapshot``) and a
+        model card whose snippets load ``model_id``, default the folder's own name
+        (:func:`lasr.pretrained.save_folder`)."""
+        save_folder(self, Path(path), store_snapshot, model_id)
 
     def lasr_sections(self) -> tuple[LaSRArchitecture, dict[str, object]]:
         """LaSR's architecture and its training settings, which a folder saves apart."""
@@ -257,44 +229,22 @@ class LiRAModel(nn.Module):
         backbone: Backbone | None = None,
         revision: str | None = None,
     ) -> LiRAModel:
-        """Load a folder written by :meth:`save_pretrained`, or a hub id (``owner/name``, at
-        ``revision``; :func:`lasr.hub.resolve_folder`), the backbone from its reference
-        onto ``device`` — every part: h, g, both Adaptors, the Actor and the head (None: CUDA
-        when available, as sentence-transformers picks; :func:`lira.models.devices.default_device`).
-        ``backbone``: an h already loaded from the same ``models`` (another model of the run),
-        shared instead of loaded again; ``store``: likewise a store already open.
-
-        The folder names its translators; their endpoints and API-key variables come from the
-        caller's ``translation`` only, and a folder that names one is refused
-        (:func:`lasr.folder.read_folder`). Its store opens as a working copy
-        (:func:`lasr.folder.open_saved_store`: the folder never changes).
-
-        ``translation`` is also the opt-in to translate new texts: with it (and ``online`` left
-        None) a text missing from the store is translated at ``encode`` by the caller's
-        translators of the folder's translator names (:meth:`translate_new_texts`);
-        ``online=False`` keeps to the stored translations."""
-        name = str(path)
-        path = resolve_folder(path, revision)
-        saved = read_folder(path, translation)
-        backbone = backbone if backbone is not None else load_backbone(saved.models)
-        arca = load_arca(path / "arca", backbone=backbone)
-        foreign = None
-        if store is None and load_store and saved.store:
-            store, foreign = open_saved_store(saved.store, path)
+        """Load a folder written by :meth:`save_pretrained`, or a hub id at ``revision``, onto
+        ``device`` (None: CUDA when available, as sentence-transformers picks), every part
+        (:mod:`lasr.pretrained`; ``backbone``, ``store``: already loaded, shared). The caller's
+        ``translation`` gives the endpoints of the folder's translators, and is the opt-in to
+        translate texts missing from the store at ``encode`` (:meth:`translate_new_texts`;
+        ``online=False`` keeps to the stored translations)."""
+        p = load_parts(path, revision, translation, backbone, store, load_store)
+        s = p.saved
         online = translation is not None if online is None else online
-        model = cls(saved.models, saved.translation, saved.arca, saved.architecture, backbone,
-                    arca, store, online)  # fmt: skip
-        model.name_or_path, model.card = name, saved.card
-        model.lasr_training = saved.training
+        model = cls(
+            s.models, s.translation, s.arca, s.architecture, p.backbone, p.arca, p.store, online
+        )
+        model.name_or_path, model.card, model.lasr_training = str(path), s.card, s.training
         model.caller_translation = translation  # what runs online: the caller's, not the folder's
-        model.foreign_store = foreign
-        head = head_state_with_blocks(load_safetensors(path / HEAD_NAME), len(BLOCKS))
-        adaptor = load_safetensors(path / ADAPTOR_NAME)
-        try:
-            model.head.load_state_dict(head)
-            model.net.adaptor.load_state_dict(adaptor)
-        except RuntimeError as e:
-            raise state_mismatch(path / HEAD_NAME, "LiRA fusion head", e) from None
+        model.foreign_store = p.foreign
+        load_fusion_weights(model.head, model.net.adaptor, p.folder)
         return model.to(resolve_device(device)).eval()
 
     def translate_new_texts(self, translation: TranslationConfig) -> None:

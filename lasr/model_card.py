@@ -3,11 +3,11 @@
 :func:`write_card` renders ``README.md`` with Hugging Face's ``ModelCardData`` front matter
 (``library_name: sentence-transformers``, languages, license, ``base_model`` (h and g by hub
 id), ``datasets``, tags and a ``model-index`` of the validation results), a usage snippet that
-runs as pasted (the folder's own path or hub id, real texts), how to load it through
-``LiRAModel`` and ``mteb``, the models it is built on, the training data and validation metrics
-the run recorded (:func:`run_card`, rounded), the block weights per text type in
-plain words (:func:`parts_sentence`, the same sentence the leaderboard and ``encode`` print) and
-the full training config.
+runs as pasted (beside the folder, which it names, or with the hub id; real texts), how to load
+it through ``LiRAModel`` and ``mteb``, the models it is built on, the training data and
+validation metrics the run recorded (:func:`run_card`, rounded), the block weights per text type
+in plain words (:func:`parts_sentence`, the same sentence the leaderboard and ``encode`` print)
+and the full training config.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from lasr.fusion import BLOCKS, TEXT_TYPES, FusionHead
+from lira.checkpoint.folders import final_name
 from lira.checkpoint.manifest import CARD
 from lira.jsonio import json_safe
 
@@ -220,15 +221,21 @@ def _metrics_table(metrics: Mapping[str, Any]) -> list[str]:
     return lines
 
 
+def where_note(model_id: str) -> str:
+    """The comment after the snippets' ``model_id``: how a folder's name is found (none for a
+    hub id)."""
+    return "" if "/" in model_id else "  # this folder: run beside it, or give its path"
+
+
 def usage_snippet(model_id: str, langs: Sequence[str]) -> list[str]:
-    """The card's first code block: runs as pasted (the folder's own id or path, real texts)
-    and prints the similarities of a foreign query to two English documents."""
+    """The card's first code block: runs as pasted (beside the folder it names, or with the hub
+    id; real texts) and prints the similarities of a foreign query to two English documents."""
     lang = next((x for x in langs if x in EXAMPLE_QUERIES), "de")
     return [
         "```python",
         "from lasr.st_module import LiRASentenceTransformer  # pip install lira (this project)",
         "",
-        f"model = LiRASentenceTransformer({model_id!r})",
+        f"model = LiRASentenceTransformer({model_id!r}){where_note(model_id)}",
         f"queries = model.encode([{EXAMPLE_QUERIES[lang]!r}], lang={lang!r})  # task='query'",
         f"docs = model.encode_document({EXAMPLE_DOCS!r}, lang='en')",
         "print(model.similarity(queries, docs))",
@@ -238,7 +245,7 @@ def usage_snippet(model_id: str, langs: Sequence[str]) -> list[str]:
 
 def render_card(model: LiRAModel, meta: Mapping[str, Any], model_id: str = "") -> str:
     """The README.md text of a saved LiRA model (``meta``: its ``lira_config.json``;
-    ``model_id``: the folder's path or hub id, which the usage snippet loads)."""
+    ``model_id``: the folder's name or hub id, which the usage snippets load)."""
     from huggingface_hub import ModelCardData
 
     card = model.card or {}
@@ -278,7 +285,7 @@ def render_card(model: LiRAModel, meta: Mapping[str, Any], model_id: str = "") -
         "```python",
         "from lasr.model import LiRAModel",
         "",
-        f"lira = LiRAModel.from_pretrained({model_id!r})",
+        f"lira = LiRAModel.from_pretrained({model_id!r}){where_note(model_id)}",
         f"z = lira.encode([{EXAMPLE_QUERIES[query_lang]!r}, 'Who led the team?'], "
         f"langs=[{query_lang!r}, 'en'])",
         "print(z[:1] @ z[1:].T)  # unit vectors: cosine similarity",
@@ -321,7 +328,8 @@ def render_card(model: LiRAModel, meta: Mapping[str, Any], model_id: str = "") -
 def write_card(
     model: LiRAModel, folder: str | Path, meta: Mapping[str, Any], model_id: str = ""
 ) -> None:
-    """Write ``README.md`` (:func:`render_card`; ``model_id``: the id its snippet loads, default
-    the folder's absolute path) into ``folder``."""
-    model_id = model_id or str(Path(folder).resolve())
+    """Write ``README.md`` (:func:`render_card`) into ``folder``; ``model_id``: the hub id or path
+    its snippets load, default the folder's own name (the one it keeps once an atomic save
+    renames it, :func:`lira.checkpoint.folders.final_name`, and in a copy), found beside it."""
+    model_id = model_id or final_name(folder)
     (Path(folder) / CARD_NAME).write_text(render_card(model, meta, model_id), encoding="utf-8")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
+from tqdm.auto import tqdm
 
 from arca.model import ArcaModel
 from lasr.banks import relevance_matrix, retrieval_banks
@@ -28,6 +29,7 @@ from lasr.fixed_fusion import (
 )
 from lasr.fusion import LaSRNet
 from lasr.model import LiRAModel
+from lira.accelerator import live_world
 from lira.config import ConfigError
 from lira.data.types import PairData, RetrievalData
 from lira.data.xquad_r import plain_qid
@@ -68,11 +70,12 @@ def validation_scores(
     """{``foreign`` / ``en``: :class:`PoolScores`} of every λ of ``combos`` on the validation
     ``pools`` ({``scenario[:lang]``: data}): every query is scored in each pool it appears in;
     its own scenario (:data:`HOME`) weighs half and the mixed-language pools (En→L, Multi,
-    Multi-1) share the other half."""
+    Multi-1) share the other half. A bar counts the pools scored, with an ETA."""
     cols: dict[str, dict[str, list[tuple[bool, Tensor]]]] = {"foreign": {}, "en": {}}
     per_pool: dict[str, dict[str, tuple[list[str], Tensor]]] = {"foreign": {}, "en": {}}
     langs: dict[str, str] = {}
-    for name, data in pools.items():
+    desc, main = f"lasr: {len(combos)} fixed fusions", live_world()[1] == 0
+    for name, data in tqdm(pools.items(), desc=desc, unit="pool", disable=not main):
         qb, db = retrieval_banks(model, data, batch_size)
         cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())  # [4, Q, D]
         labels = relevance_matrix(qb.keys, db.keys, data.qrels)  # [Q, D]

@@ -36,9 +36,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import TypeVar
 
-import numpy as np
 import torch
 from accelerate import Accelerator
 from torch import Tensor
@@ -55,27 +53,19 @@ from lasr.banks import (
     trainable_queries,
 )
 from lasr.config import LaSRConfig
-from lasr.fixed_fusion import FusionFit, question_gain_ci
+from lasr.fixed_fusion import FusionFit, step_refusal
 from lasr.fusion import HeadEMA, LaSRNet, pack
-from lasr.losses import corr_loss, ranking_loss
+from lasr.losses import candidate_ranking_loss, corr_loss
 from lasr.model import LiRAModel
+from lasr.pretrained import save_atomically
 from lasr.queues import CorrQueue, DocQueue
+from lasr.sampler import StepSampler
 from lasr.trainable import TrainedModules, fit_validation_fusion, param_groups, training_task
 from lira.accelerator import finish_trackers, log_metrics, make_accelerator
 from lira.data.types import PairData, RetrievalData
-from lira.data.xquad_r import plain_qid
-from lira.training import (
-    Trainer,
-    TrainerState,
-    all_finite,
-    atomic_dir,
-    rng_state,
-    set_rng_state,
-    write_json,
-)
+from lira.training import Trainer, TrainerState, all_finite, rng_state, set_rng_state, write_json
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 LASR_UNSHAPING = ("lasr.steps", "lasr.save_every", "lasr.log_every", "lasr.report_to")
 """LaSR fields left out of the fingerprint: the learning rate is constant and saving / logging
@@ -126,9 +116,12 @@ class LaSRTrainer(Trainer):
         bs = cfg.encode_batch_size
         self.qbank = self.dbank = self.pbank = None
         if retrieval is not None and task in ("retrieval", "both"):
-            log.info("lasr: computing the streams (h, g, Arca) of %d training queries and %d "
-                     "documents once, before step 1 …", len(retrieval.queries),
-                     len(retrieval.corpus))  # fmt: skip
+            sizes = (len(retrieval.queries), len(retrieval.corpus))
+            log.info(
+                "lasr: computing the streams (h, g, Arca) of %d training queries and %d "
+                "documents once, before step 1 …",
+                *sizes,
+            )
             self.qbank, self.dbank = retrieval_banks(model, retrieval, bs)
             self.train_q = trainable_queries(retrieval, self.dbank)
         if pairs is not None and task in ("rank", "both"):
@@ -159,13 +152,11 @@ class LaSRTrainer(Trainer):
         qsize = cfg.corr_queue_size if cfg.use_queue else 0
         self.corr_queue = CorrQueue(qsize, cfg.corr_min if cfg.use_queue else 0)
         self.doc_queue = DocQueue(cfg.doc_queue_size if cfg.use_queue else 0)
-        self.gen = torch.Generator().manual_seed(cfg.seed)
-        """The sampler: the same on every process, which each takes its own part of a step's
-        draw (:meth:`_draw`, :meth:`_shard`)."""
+        self.sampler = StepSampler(cfg.seed, self.world, accelerator.process_index)
+        """A step's draw, the same on every process, which each takes its own part of."""
         for n in (len(self.train_q) if self.qbank else None, len(self.k1) if self.pbank else None):
-            if n is not None and n < self.world:
-                raise ValueError(f"lasr: {n} training examples for {self.world} processes: each "
-                                 "process needs one; use fewer processes or more data")  # fmt: skip
+            if n is not None:
+                self.sampler.require(n)
         self.drawn: dict[str, list[str]] = {}
         """The keys this process trained on at the last step (``queries``, ``pairs``)."""
         self.eval_retrieval, self.eval_pairs = eval_retrieval, eval_pairs
@@ -177,48 +168,24 @@ class LaSRTrainer(Trainer):
         """The backbone's validation nDCG@k on English queries: no selection goes below it."""
 
     def consider(self, step: int, result: dict[str, object]) -> bool:
-        """Keep the EMA weights of ``step`` when their validation macro nDCG@k beats the best so
-        far, English queries stay at or above the backbone (``select_on_validation``) and the
-        per-question gain over the kept step has a paired 95% lower bound above 0 (a gain on
-        the questions that choose it must hold beyond them, as the fusion rule's)."""
+        """Keep the EMA weights of ``step`` (``select_on_validation``) unless their validation
+        result gives a reason not to (:func:`lasr.fixed_fusion.step_refusal`: English queries
+        below the backbone, no gain, or a gain whose paired 95% lower bound is not above 0)."""
         r = result.get("retrieval")
         if not self.cfg.select_on_validation or not r:
             return False
-        en = r["by_lang"].get("en")
-        if self.english_floor is not None and en is not None and en < self.english_floor - 1e-6:
-            log.info("lasr: step %d not kept: validation En-En %.4f below the backbone's %.4f",
-                     step, en, self.english_floor)  # fmt: skip
-            return False
-        if self.best and r["macro"] <= self.best["score"]:
-            return False
         per_query = r.get(PER_QUERY) or self.last_per_query
-        if self.best and self.best.get(PER_QUERY) and per_query:
-            keys = [q for q in per_query if q in self.best[PER_QUERY]]
-            gains = [per_query[q] - self.best[PER_QUERY][q] for q in keys]
-            mean, lo, hi = question_gain_ci([plain_qid(q) for q in keys], gains)
-            if lo <= 0:
-                log.info("lasr: step %d not kept: validation gain %.4f [%.4f, %.4f] over step %d "
-                         "(paired 95%% over questions) does not exclude 0", step, mean, lo, hi,
-                         self.best["step"])  # fmt: skip
-                return False
-        self.best = {"step": step, "score": r["macro"], "state": self.ema.snapshot(),
-                     PER_QUERY: per_query}  # fmt: skip
+        kept = self.best.get(PER_QUERY) or {}
+        why = step_refusal(r, per_query, self.english_floor, self.best, kept)
+        if why is not None:
+            log.info("lasr: step %d not kept: %s", step, why)
+            return False
+        state = self.ema.snapshot()
+        self.best = {"step": step, "score": r["macro"], "state": state, PER_QUERY: per_query}
         log.info("lasr: step %d kept (validation macro nDCG %.4f)", step, r["macro"])
         return True
 
     # ---------------------------------------------------------------- steps
-    def _draw(self, n: int, size: int) -> list[int]:
-        """A step's draw of ``size`` rows per process out of ``n`` (all processes together,
-        distinct): the same on every process (the shared sampler), so ``world`` processes ×
-        ``size`` draw what one process × ``world · size`` draws."""
-        return torch.randperm(n, generator=self.gen)[: min(size * self.world, n)].tolist()
-
-    def _shard(self, items: list[T]) -> list[T]:
-        """This process's part of a step's draw (consecutive, near-equal parts in process
-        order): no two processes train on the same example in a step."""
-        part = np.array_split(np.arange(len(items)), self.world)[self.accelerator.process_index]
-        return [items[i] for i in part.tolist()]
-
     def _embed(self, bank: StreamBank, keys: list[str], kind: str = "query") -> Tensor:
         """ẑ [B, d] of bank ``keys`` (``kind`` texts), with gradient."""
         s = bank.rows(keys)
@@ -232,14 +199,15 @@ class LaSRTrainer(Trainer):
         """One query batch + document batch -> soft nDCG loss with mined negatives (Eq. 35-44)."""
         cfg, data = self.cfg, self.retrieval
         assert data is not None and self.qbank is not None and self.dbank is not None
-        qids = [self.train_q[i] for i in self._draw(len(self.train_q), cfg.batch_size)]
-        rng = np.random.default_rng(int(torch.randint(0, 2**31 - 1, (1,), generator=self.gen)))
+        draw, shard = self.sampler.draw, self.sampler.shard
+        qids = [self.train_q[i] for i in draw(len(self.train_q), cfg.batch_size)]
+        rng = self.sampler.numpy_rng()
         pos = []
         for q in qids:
             rel = sorted(d for d, v in data.qrels[q].items() if v > 0 and d in self.dbank.index)
             pos.append(rel[int(rng.integers(len(rel)))])
-        extra = [self.dbank.keys[i] for i in self._draw(len(self.dbank.keys), cfg.batch_size)]
-        qids, pos, extra = self._shard(qids), self._shard(pos), self._shard(extra)
+        extra = [self.dbank.keys[i] for i in draw(len(self.dbank.keys), cfg.batch_size)]
+        qids, pos, extra = shard(qids), shard(pos), shard(extra)
         self.drawn["queries"] = qids
         docs = list(dict.fromkeys(pos + extra))  # positives first, no duplicates
         zq = self._embed(self.qbank, qids)  # [B, d]
@@ -260,12 +228,7 @@ class LaSRTrainer(Trainer):
             zq, relevant, neg_langs, cfg.num_negatives, docs, d_langs, zd, rescore=rescore
         )
         neg = self.doc_queue.negatives(idx, zd, rescore=rescore)  # [B, M, d]
-        s_pos = (zq * zd[pos_rows]).sum(-1, keepdim=True)  # [B, 1]
-        s_neg = torch.einsum("bd,bmd->bm", zq, neg)  # [B, M]
-        scores = torch.cat([s_pos, s_neg], dim=1)
-        mask = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1)
-        scale = net.head.loss_log_scale() if cfg.learn_temperature else None  # learned 1/T
-        loss = ranking_loss(scores, mask, cfg, scale)
+        loss = self._ranking_loss(zq, zd[pos_rows], neg, valid)
         if cfg.use_queue:
             packed = None  # what `rescore` reads per entry; stop-grad entries need none
             if cfg.queue_rescore:
@@ -289,19 +252,21 @@ class LaSRTrainer(Trainer):
         uniq = list(dict.fromkeys(keys + pos))
         z = self._embed(bank, uniq, "document")  # with gradient
         row = {k: i for i, k in enumerate(uniq)}
-        neg = z[[row[k] for k in keys]].view(len(pos), m, -1)
-        s_pos = (zq * z[[row[p] for p in pos]]).sum(-1, keepdim=True)
-        scores = torch.cat([s_pos, torch.einsum("bd,bmd->bm", zq, neg)], dim=1)
-        mask = torch.cat([torch.ones_like(valid[:, :1]), valid], dim=1).to(scores.device)
-        scale = net.head.loss_log_scale() if cfg.learn_temperature else None  # learned 1/T
-        return ranking_loss(scores, mask, cfg, scale)
+        neg = z[[row[k] for k in keys]].view(len(pos), m, -1)  # [B, M, d]
+        return self._ranking_loss(zq, z[[row[p] for p in pos]], neg, valid)
+
+    def _ranking_loss(self, zq: Tensor, z_pos: Tensor, neg: Tensor, valid: Tensor) -> Tensor:
+        """:func:`lasr.losses.candidate_ranking_loss` of zq [B, d] with its positives [B, d] and
+        negatives [B, M, d] (``valid`` [B, M]), at the learned 1/T with ``learn_temperature``."""
+        scale = self.net.head.loss_log_scale() if self.cfg.learn_temperature else None
+        return candidate_ranking_loss(zq, z_pos, neg, valid, self.cfg, scale)
 
     def rank_loss(self) -> Tensor | None:
         """One batch of pairs -> correlation loss on [CorrQueue; batch] (Eq. 31-34), or None
         during warm-up (the batch is only enqueued)."""
         cfg = self.cfg
         assert self.pbank is not None and self.pairs is not None
-        rows = self._shard(self._draw(len(self.k1), cfg.batch_size))
+        rows = self.sampler.shard(self.sampler.draw(len(self.k1), cfg.batch_size))
         self.drawn["pairs"] = [f"pair {i}" for i in rows]
         dev = self.accelerator.device
         z1 = self._embed(self.pbank, [self.k1[i] for i in rows])
@@ -362,8 +327,8 @@ class LaSRTrainer(Trainer):
         if self.step % self.cfg.log_every == 0 or self.step == total:
             assert isinstance(row, dict)
             log_metrics(self.accelerator, row, self.step)
-            log.info("lasr step %d/%d %s", self.step, total,
-                     {k: round(v, 4) for k, v in row.items()})  # fmt: skip
+            terms = {k: round(v, 4) for k, v in row.items()}
+            log.info("lasr step %d/%d %s", self.step, total, terms)
             if self.accelerator.is_main_process:  # the per-step log, as Arca's (training curves)
                 append_log(self.root / "log.jsonl", row)
 
@@ -412,7 +377,7 @@ class LaSRTrainer(Trainer):
             "net": self.net.state_dict(),
             "ema": self.ema.state_dict(),
             "optimizer": self.optimizer.state_dict(),
-            "generator": self.gen.get_state(),
+            "generator": self.sampler.gen.get_state(),
             "ranks": self.rank_states(own),
             "history": self.history,
             "evals": self.evals,
@@ -438,7 +403,7 @@ class LaSRTrainer(Trainer):
         own = self.own_rank_state(ranks)
         self.corr_queue.load_state_dict(own["corr_queue"])
         self.doc_queue.load_state_dict(own["doc_queue"])
-        self.gen.set_state(state["generator"])
+        self.sampler.gen.set_state(state["generator"])
         set_rng_state(own["rng"])
         self.step, self.history = int(state["step"]), list(state["history"])
         self.evals = list(state.get("evals", []))
@@ -451,22 +416,20 @@ class LaSRTrainer(Trainer):
         ``<output_dir>/lira-model`` and end the trackers; returns that folder."""
         state = self.best["state"] if self.best else self.ema.shadow.state_dict()
         if self.best:
-            log.info("lasr: the saved model is step %d's (validation macro nDCG %.4f)",
-                     self.best["step"], self.best["score"])  # fmt: skip
+            step, score = self.best["step"], self.best["score"]
+            log.info("lasr: the saved model is step %d's (validation macro nDCG %.4f)", step, score)
         for p in self.model.parameters():
             p.requires_grad_(False)
         self.model.net.eval()
-        if (
-            self.fits and self.accelerator.is_main_process
-        ):  # step 0's fixed fusion, for leaderboards
+        main = self.accelerator.is_main_process
+        if self.fits and main:  # step 0's fixed fusion, for leaderboards
             self.model.net.load_state_dict(self.initial)
-            with atomic_dir(self.root / FIXED_FUSION) as tmp:  # read with LiRA's store
-                self.model.save_pretrained(tmp, store_snapshot=False)
+            # read with LiRA's store
+            save_atomically(self.model, self.root / FIXED_FUSION, store_snapshot=False)
         self.model.net.load_state_dict(state)
         final = self.root.parent / "lira-model"
-        if self.accelerator.is_main_process:
-            with atomic_dir(final) as tmp:
-                self.model.save_pretrained(tmp)
+        if main:
+            save_atomically(self.model, final)
         self.accelerator.wait_for_everyone()
         finish_trackers(self.accelerator)  # the process group lives on: the CLI ends it
         return final

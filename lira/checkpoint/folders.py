@@ -85,6 +85,16 @@ def atomic_dir(final: str | Path, manifest: bool = True) -> Iterator[Path]:
         _ACTIVE.discard(tmp.resolve())
 
 
+def final_name(folder: str | Path) -> str:
+    """The name ``folder`` has once :func:`atomic_dir` renames it into place: ``<name>`` for the
+    ``.<name>.tmp-<pid>@<host>`` folder this process is writing, else its own name."""
+    folder = Path(folder).absolute()
+    m = _LEFTOVER.match(folder.name)
+    if m is not None and m["kind"] == "tmp" and folder.resolve() in _ACTIVE:
+        return m["name"]
+    return folder.name
+
+
 class DiskFullError(OSError):
     """A file could not be written because the disk is full; ``needed``: its size in bytes."""
 

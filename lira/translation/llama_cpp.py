@@ -4,7 +4,9 @@ llama.cpp runs through ``xllamacpp`` (its server in-process, MIT, a manylinux wh
 ``pip install xllamacpp``). One request carries a whole batch of prompts; the server decodes
 them in ``batch_size`` parallel slots, each with :data:`CONTEXT_PER_SLOT` tokens of context, on
 ``threads`` CPU threads. Completion prompts (``fewshot-v1``, base models) stop at the first
-newline; chat prompts (``paper-v1``) go through the GGUF's own chat template.
+newline; chat prompts (``paper-v1``) go through the GGUF's own chat template. Every slot keeps
+the KV cache of its last prompt, so the few-shot prefix that all prompts share is read once per
+slot, not once per text.
 
 On a 2-core CPU this runs Gemma-3-270M several times faster than transformers' ``generate`` on
 the dequantized weights (``benchmarks/translate_engines.py``).
@@ -21,7 +23,7 @@ from typing import Any
 from lira.errors import UserInputError
 from lira.prompts import first_line, is_completion, translation_prompt
 from lira.translation.config import TranslatorConfig
-from lira.translation.translators import Translation, chat_messages, per_item
+from lira.translation.types import Translation, chat_messages, per_item
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +71,9 @@ def llama_server(gguf: Path, threads: int, slots: int) -> Any:
     params.n_batch = params.n_ubatch = min(2048, CONTEXT_PER_SLOT * slots)
     params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads
     params.warmup = False
+    # a full-size cache for sliding-window layers (Gemma 3) so that each slot reuses the shared
+    # few-shot prefix of its previous prompt instead of re-reading it: 4-10x faster on 2 cores
+    params.swa_full = True
     params.verbosity = -1  # llama.cpp's own log lines off; errors come back in replies
     return xllamacpp.Server(params)
 

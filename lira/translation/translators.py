@@ -26,43 +26,21 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from lira.encoding import length_batches
 from lira.errors import UserInputError
 from lira.prompts import first_line, is_completion, translation_prompt
 from lira.translation.config import TranslatorConfig
+from lira.translation.types import Translation, TranslatorBackend, chat_messages, per_item
 
 if TYPE_CHECKING:
     import torch
     from vllm import LLM
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Translation:
-    """One translator output: the raw text, or the error that prevented it."""
-
-    raw: str | None
-    error: str | None = None
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        """True when a text was produced."""
-        return self.error is None and self.raw is not None
-
-
-class TranslatorBackend(Protocol):
-    """What every backend does: texts of one language -> one :class:`Translation` each."""
-
-    def translate(self, texts: Sequence[str], lang: str) -> list[Translation]:
-        """Translate ``texts`` (language ``lang``) to English; failures are recorded, not raised."""
-        ...
 
 
 def _default_dtype_for(device: str) -> torch.dtype | str:
@@ -72,25 +50,6 @@ def _default_dtype_for(device: str) -> torch.dtype | str:
     import torch
 
     return torch.float32 if device == "cpu" else "auto"
-
-
-def chat_messages(prompt: str) -> list[dict[str, str]]:
-    """A single-turn chat with the user message ``prompt``."""
-    return [{"role": "user", "content": prompt}]
-
-
-def per_item(fn: Callable[[list[str]], list[str]], texts: list[str]) -> list[Translation]:
-    """Run ``fn`` on the batch; if it raises, retry text by text so one bad text fails alone."""
-    t0 = time.perf_counter()
-    try:
-        outs = fn(texts)
-        dt = (time.perf_counter() - t0) / max(len(texts), 1)
-        return [Translation(o, None, dt) for o in outs]
-    except Exception as e:  # one failure must not sink the batch
-        if len(texts) == 1:
-            return [Translation(None, f"{type(e).__name__}: {e}", time.perf_counter() - t0)]
-        log.warning("batch of %d failed (%s); retrying one by one", len(texts), e)
-        return [r for t in texts for r in per_item(fn, [t])]
 
 
 # ------------------------------------------------------------------------------ transformers

@@ -7,7 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import re
 import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -46,6 +50,11 @@ def saved(tmp_path_factory, models_config):
     texts, langs = DE + DEV + EN, ["de"] * 3 + ["en"] * 2
     want = {k: model.encode(texts, langs, kind=k) for k in ("query", "document")}
     return model, folder, texts, langs, want
+
+
+def _copy_of(saved, tmp_path, name: str = "hostile"):
+    """A copy of the saved folder, to be edited (its manifest rewritten by the test)."""
+    return shutil.copytree(saved[1], tmp_path / name)
 
 
 # ------------------------------------------------------------------------ sentence-transformers
@@ -122,6 +131,74 @@ def test_a_copied_folder_embeds_stored_and_validation_texts_as_before(saved, tmp
     assert moved.missing_translations == 0 and moved.translation_lookups == 6
     moved.store.close()
     assert checkpoint_problem(copy, verify=True) is None  # the snapshot was never written
+
+
+def _damaged(work):
+    """Every page of ``work`` after the first overwritten: 'database disk image is malformed'."""
+    data = bytearray(work.read_bytes())
+    data[4096:] = b"\x0d" * (len(data) - 4096)
+    work.write_bytes(bytes(data))
+
+
+def _edited(work):
+    """A sound SQLite file whose stored translations were changed (a planted working copy)."""
+    import sqlite3
+
+    conn = sqlite3.connect(work)
+    with conn:
+        conn.execute("UPDATE translations SET text = 'Something else entirely.'")
+    conn.close()
+
+
+@pytest.mark.parametrize("harm", [_damaged, _edited], ids=["damaged", "edited"])
+def test_a_bad_working_copy_of_the_folders_store_is_made_again(saved, tmp_path, monkeypatch,
+                                                                caplog, harm):  # fmt: skip
+    """Issue 60, item 4: a damaged or edited working copy under $LIRA_STORE_CACHE (a shared
+    temp folder) locked out every copy of an intact model with 'database disk image is
+    malformed ... set translation.store'; it is made again from the folder's snapshot (rows
+    added online are kept while the copy is sound)."""
+    from lira.translation.store import TranslationStore
+
+    _, folder, texts, langs, want = saved
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LIRA_STORE_CACHE", str(cache))
+    LiRAModel.from_pretrained(folder).store.close()
+    (work,) = cache.glob("*.sqlite")
+    with TranslationStore(work) as added:  # a translation made online: a sound copy keeps it
+        added.add_reference(reference_translator("ref"), [("Neu.", "de", "New.", None)])
+    again = LiRAModel.from_pretrained(folder)
+    assert again.candidates(["Neu."], ["de"])[0][0].text == "New."
+    again.store.close()
+    harm(work)
+    with caplog.at_level(logging.WARNING, logger="lasr.hub"):
+        model = LiRAModel.from_pretrained(folder)
+    assert "was damaged or changed: made again from the model folder's snapshot" in caplog.text
+    assert np.abs(model.encode(texts, langs) - want["query"]).max() < 1e-6
+    assert model.missing_translations == 0
+    model.store.close()
+
+
+def test_a_folder_never_chooses_where_demo_models_are_built(saved, tmp_path, monkeypatch,
+                                                            demo_cache):  # fmt: skip
+    """Issue 60, item 3: ``models.cache_dir`` in lira_config.json (and arca_config.json) named
+    any path, and loading built the folder's demo models there; a cache that does not already
+    hold them is never used: the loader's own cache ($LIRA_CACHE) is."""
+    from lira.checkpoint.manifest import write_manifest
+
+    _, _, texts, langs, want = saved
+    copy = _copy_of(saved, tmp_path, "copy")
+    elsewhere = tmp_path / "chosen-by-the-folder"
+    for f in (copy / "lira_config.json", copy / "arca" / "arca_config.json"):
+        meta = json.loads(f.read_text())
+        meta["models"]["cache_dir"] = str(elsewhere)
+        f.write_text(json.dumps(meta))
+    write_manifest(copy / "arca")
+    write_manifest(copy)
+    monkeypatch.setenv("LIRA_CACHE", str(demo_cache))  # the user's own cache
+    model = LiRAModel.from_pretrained(copy)
+    assert not elsewhere.exists()
+    assert np.abs(model.encode(texts, langs) - want["query"]).max() < 1e-6
+    model.store.close()
 
 
 def test_the_model_card_says_what_the_model_is(saved):
@@ -348,15 +425,20 @@ def test_push_to_hub_offline_is_one_line_naming_the_hub(saved, monkeypatch):
         assert "\n" not in msg and "HF_TOKEN" in msg
 
 
+def _run_snippet(card: str, where: Path) -> None:
+    """Paste the card's first code block into a fresh interpreter started in ``where``."""
+    snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
+    cmd = [sys.executable, "-c", snippet]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=where)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "tensor([[" in out.stdout
+
+
 # ------------------------------------------------------------------------ issue 52, item 2: card
 def test_the_cards_snippet_runs_as_pasted_and_its_front_matter_is_complete(saved):
     """The card's first code block, run in a fresh interpreter, loads the folder by its own path
     and prints similarities; the front matter names base_model (h by hub id), datasets, license
     and a model-index of the rounded validation results."""
-    import re
-    import subprocess
-    import sys
-
     import yaml
 
     _, folder, _, _, _ = saved
@@ -370,12 +452,41 @@ def test_the_cards_snippet_runs_as_pasted_and_its_front_matter_is_complete(saved
     assert result["dataset"]["split"] == "validation"
     assert "| retrieval ndcg@10 |" not in card and "| ndcg@10 |" in card  # a table, not JSON
     snippet = re.search(r"```python\n(.*?)```", card, re.S).group(1)
-    assert str(folder.resolve()) in snippet and "FOLDER_OR_HUB_ID" not in card
+    assert "LiRASentenceTransformer('lira-model')" in snippet and "FOLDER_OR_HUB_ID" not in card
     assert "tasks=[...]" not in card and "texts," not in card
-    out = subprocess.run([sys.executable, "-c", snippet], capture_output=True, text=True,
-                         timeout=600, cwd=folder.parent)  # fmt: skip
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert "tensor([[" in out.stdout
+    _run_snippet(card, folder.parent)
+
+
+# ------------------------------------------------------------------------ issue 58, item 1: card
+def test_a_run_writes_a_card_whose_snippet_runs_beside_the_folder_and_a_copy(
+    models_config, tmp_path
+):
+    """The card that ``lira run`` writes (:meth:`LaSRTrainer.finalize`, through the atomic
+    writer) named the writer's temporary folder (``.lira-model.tmp-<pid>@<host>``), gone after
+    the rename: its snippet, pasted, was a FileNotFoundError. It names the folder's own name:
+    the snippet runs beside the folder, and beside a copy once the original is gone."""
+    from lasr.config import LaSRConfig
+    from lasr.trainer import LaSRTrainer
+    from lira.data.types import Record, RetrievalData
+
+    out = tmp_path / "out"
+    cfg = RunConfig(output_dir=str(out), models=dataclasses.replace(models_config))
+    torch.manual_seed(0)
+    model = LiRAModel.from_config(cfg, None)
+    docs = [Record(f"d{i}", t, "en") for i, t in enumerate(EN)]
+    data = RetrievalData([Record("q0", DE[1], "de")], docs, {"q0": {"d1": 1}})
+    lasr = LaSRConfig(steps=0, fusion_init="paper", encode_batch_size=4)
+    folder = LaSRTrainer(lasr, model, out, retrieval=data, fingerprint={}).finalize()
+    assert folder == out / "lira-model" and not list(out.glob(".lira-model.*"))
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    assert ".tmp-" not in card and str(out) not in card
+    assert "LiRASentenceTransformer('lira-model')  # this folder: run beside it" in card
+    assert "LiRAModel.from_pretrained('lira-model')" in card
+    _run_snippet(card, out)
+    elsewhere = tmp_path / "elsewhere"
+    shutil.copytree(folder, elsewhere / "lira-model")
+    folder.rename(out / "moved-away")  # the copy cannot lean on the original
+    _run_snippet(card, elsewhere)
 
 
 # ------------------------------------------------------------------------ issue 51, item 2
@@ -393,10 +504,7 @@ def test_a_folders_own_python_never_runs_through_lira_sentence_transformer(saved
     from lira.checkpoint.manifest import write_manifest
     from lira.errors import CheckpointError
 
-    _, folder, _, _, _ = saved
-    hostile = tmp_path / "hostile"
-    shutil.copytree(folder, hostile)
-    marker = tmp_path / "marker"
+    hostile, marker = _copy_of(saved, tmp_path), tmp_path / "marker"
     (hostile / "evil.py").write_text(EVIL.format(marker=str(marker)))
     (hostile / "lasr").mkdir()
     (hostile / "lasr" / "st_module.py").write_text(EVIL.format(marker=str(marker)))
@@ -415,3 +523,44 @@ def test_a_folders_own_python_never_runs_through_lira_sentence_transformer(saved
     msg = str(e.value)
     assert "modules.json names the module class 'evil.Evil'" in msg and "\n" not in msg
     assert not marker.exists()
+
+
+# ------------------------------------------------------------------------ issue 60, item 1
+PWN = (
+    "import pathlib\npathlib.Path({marker!r}).write_text('ran')\n"
+    "from transformers import BertConfig, BertModel\n"
+    "class EvilConfig(BertConfig):\n    pass\nclass EvilModel(BertModel):\n    pass\n"
+)
+
+
+@pytest.mark.parametrize("where", ["", "x/y"], ids=["folder", "nested"])
+def test_sentence_transformers_own_module_never_runs_the_folders_code(saved, tmp_path, where):
+    """A folder whose modules.json names sentence-transformers' own Transformer module and
+    whose config.json has an auto_map to a .py beside it: ``trust_remote_code=True`` (also in
+    model_kwargs) was passed on to AutoModel, which ran the file and then ended in a raw error.
+    It is refused in one line naming config.json's auto_map (the folder itself), or loaded with
+    trust_remote_code=False and refused in one line (a deeper folder); never run."""
+    from lasr.st_module import LiRASentenceTransformer
+    from lira.checkpoint.manifest import write_manifest
+    from lira.errors import CheckpointError
+
+    hostile, marker = _copy_of(saved, tmp_path), tmp_path / "marker"
+    (hostile / where).mkdir(parents=True, exist_ok=True)
+    (hostile / where / "pwn.py").write_text(PWN.format(marker=str(marker)))
+    auto_map = {"AutoConfig": "pwn.EvilConfig", "AutoModel": "pwn.EvilModel"}
+    (hostile / where / "config.json").write_text(
+        json.dumps({"model_type": "bert", "auto_map": auto_map})
+    )
+    transformer = "sentence_transformers.base.modules.Transformer"
+    modules = [{"idx": 0, "name": "0", "path": where, "type": transformer}]
+    (hostile / "modules.json").write_text(json.dumps(modules))
+    write_manifest(hostile)
+    with pytest.raises(CheckpointError) as e:
+        LiRASentenceTransformer(str(hostile), device="cpu", trust_remote_code=True,
+                                model_kwargs={"trust_remote_code": True})  # fmt: skip
+    msg = str(e.value)
+    assert not marker.exists() and "\n" not in msg and msg.startswith(str(hostile))
+    if where:
+        assert "could not load it as a sentence-transformers model" in msg
+    else:
+        assert "config.json: auto_map" in msg and "never runs code from a model folder" in msg

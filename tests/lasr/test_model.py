@@ -633,7 +633,7 @@ def test_the_fixed_fusion_row_shares_lira_backbone_and_store(stack, tmp_path):
 def test_compare_holds_one_h_and_encodes_each_text_once(stack, tmp_path, monkeypatch):
     """``lira compare``'s backbone row and the LiRA model share one h (loaded once), and an
     English text both of them embed goes through h once (issue 38, finding 10)."""
-    import lasr.model
+    import lasr.pretrained
     from lasr import eval_models as encoders
     from lira.models import Backbone
 
@@ -652,7 +652,7 @@ def test_compare_holds_one_h_and_encodes_each_text_once(stack, tmp_path, monkeyp
         return forward(self, texts, kind)
 
     monkeypatch.setattr(encoders, "load_backbone", counting_load)
-    monkeypatch.setattr(lasr.model, "load_backbone", counting_load)
+    monkeypatch.setattr(lasr.pretrained, "load_backbone", counting_load)  # from_pretrained's
     cfg = RunConfig(output_dir=str(tmp_path), models=model.models_cfg,
                     translation=model.translation_cfg)  # fmt: skip
     cfg.baselines.methods = []

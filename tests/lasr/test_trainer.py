@@ -11,7 +11,7 @@ import shutil
 import pytest
 import torch
 
-import lasr.trainer
+import lasr.losses
 from lasr.banks import PER_QUERY
 from lasr.config import LaSRConfig
 from lasr.engine import run_lasr
@@ -357,7 +357,7 @@ def test_whole_corpus_negatives_are_the_hand_top_k(demo, tmp_path, monkeypatch):
     tr = LaSRTrainer(cfg, _fresh(model, cfg, adaptor), tmp_path, retrieval=data)
     seen = {}
     monkeypatch.setattr(
-        lasr.trainer, "ranking_loss", lambda s, m, *_: seen.update(s=s.detach(), m=m)
+        lasr.losses, "ranking_loss", lambda s, m, *_: seen.update(s=s.detach(), m=m)
     )
     tr.retrieval_loss()
     net = tr.accelerator.unwrap_model(tr.net).eval()
