@@ -18,6 +18,8 @@ from lira.translation.config import TranslationConfig
 
 MAX_POOL_SIZE = 4096
 """Largest ``arca.pool_size`` accepted (memory grows linearly with it)."""
+MAX_ADAPTOR_HIDDEN = 65536
+"""Largest ``arca.adaptor_hidden`` accepted (a wider MLP does not fit in memory)."""
 
 
 def name_problem(name: str) -> str | None:
@@ -136,7 +138,11 @@ class ArcaConfig(TrainingArguments, LoRAArguments):
             "pool_size",
             f"must be <= {MAX_POOL_SIZE} (S bins per text; Table 9 uses 4 or 8)",
         )
-        check(self.adaptor_hidden >= 1, "adaptor_hidden", "must be >= 1")
+        check(
+            1 <= self.adaptor_hidden <= MAX_ADAPTOR_HIDDEN,
+            "adaptor_hidden",
+            f"must be in [1, {MAX_ADAPTOR_HIDDEN}] (the Adaptor MLP's hidden width, App. D.1: 512)",
+        )
         for k in ("actor_lr", "encoder_lr", "adaptor_lr"):
             check_lr(getattr(self, k), k)
         TrainingArguments.__post_init__(self)  # seed, max_grad_norm

@@ -8,6 +8,12 @@ from typing import Literal, Protocol
 from arca.config import ArcaRun
 from lira.config import TrainingArguments, check, check_at_least, check_lr, to_dict
 
+MAX_FUSION_DIM = 8192
+"""Largest ``lasr.fusion_dim`` accepted (as wide as the widest backbones; memory grows with its
+square)."""
+MAX_FUSION_LAYERS = 64
+"""Largest ``lasr.fusion_layers`` accepted."""
+
 
 @dataclass
 class LaSRArchitecture:
@@ -47,11 +53,22 @@ class LaSRArchitecture:
         check(self.fusion_heads >= 1, "fusion_heads", "must be >= 1 (attention heads)")
         check_at_least(self, fusion_dim=1)
         check(
+            self.fusion_dim <= MAX_FUSION_DIM,
+            "fusion_dim",
+            f"must be <= {MAX_FUSION_DIM} (the fusion transformer's width, 256 by default; a "
+            "wider one does not fit in memory)",
+        )
+        check(
             self.fusion_dim % self.fusion_heads == 0,
             "fusion_dim",
             f"must be a multiple of fusion_heads ({self.fusion_heads})",
         )
         check_at_least(self, fusion_layers=1)
+        check(
+            self.fusion_layers <= MAX_FUSION_LAYERS,
+            "fusion_layers",
+            f"must be <= {MAX_FUSION_LAYERS} (layers of the fusion transformer, 2 by default)",
+        )
         check(0 <= self.dropout < 1, "dropout", "must be in [0, 1)")
         check(
             self.use_translations or self.use_multilingual_encoder,

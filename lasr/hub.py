@@ -6,7 +6,8 @@
   folder embeds every stored text as the original does. The snapshot is part of the folder's manifest and is
   never written: :func:`open_folder_store` opens a working copy of it (under
   ``$LIRA_STORE_CACHE``, default ``<tmp>/lira-stores``, keyed by the snapshot's sha256), where
-  online translation adds what it translates.
+  online translation adds what it translates; a copy that is damaged or no longer holds every
+  row of the snapshot unchanged (:func:`working_copy_intact`) is made again from the snapshot.
 - Hub ids: :func:`resolve_folder` turns ``owner/name`` into a local folder with
   ``huggingface_hub.snapshot_download`` (the local cache first; ``HF_HUB_OFFLINE=1`` works offline).
 - :func:`push_to_hub` uploads a saved folder with ``huggingface_hub.HfApi.upload_folder``.
@@ -14,6 +15,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sqlite3
@@ -23,7 +25,10 @@ from pathlib import Path
 
 from lira.checkpoint.manifest import sha256_file
 from lira.errors import LiRAError, MissingFileError
+from lira.translation.schema import COLUMNS
 from lira.translation.store import TranslationStore
+
+log = logging.getLogger(__name__)
 
 STORE_NAME = "translations.sqlite"
 """The model folder's own translation store (a snapshot)."""
@@ -61,14 +66,56 @@ def store_cache() -> Path:
 
 
 def open_folder_store(snapshot: Path) -> TranslationStore:
-    """A working copy of a model folder's store snapshot (made once per snapshot content)."""
-    work = store_cache() / f"{sha256_file(snapshot)[:20]}.sqlite"
-    if not work.is_file():
-        work.parent.mkdir(parents=True, exist_ok=True)
-        tmp = work.with_name(f"{work.name}.{uuid.uuid4().hex[:8]}.tmp")
-        shutil.copyfile(snapshot, tmp)
-        os.replace(tmp, work)
+    """A working copy of a model folder's store snapshot (made once per snapshot content); a
+    copy that is no longer the snapshot plus rows added online (damaged, truncated, edited) is
+    made again from the snapshot, so a bad copy in the shared cache never locks a model out."""
+    digest = sha256_file(snapshot)
+    work = store_cache() / f"{digest[:20]}.sqlite"
+    if work.is_file() and not working_copy_intact(work, snapshot, digest):
+        log.warning(
+            "the working copy %s of the translation store of %s was damaged or changed: made "
+            "again from the model folder's snapshot (texts translated online since then are "
+            "translated again when needed)",
+            work,
+            snapshot.parent,
+        )
+        _copy_snapshot(snapshot, work)
+    elif not work.is_file():
+        _copy_snapshot(snapshot, work)
     return TranslationStore(work)
+
+
+def _copy_snapshot(snapshot: Path, work: Path) -> None:
+    """``work`` := a fresh copy of ``snapshot`` (atomic; an old copy's WAL files removed)."""
+    work.parent.mkdir(parents=True, exist_ok=True)
+    tmp = work.with_name(f"{work.name}.{uuid.uuid4().hex[:8]}.tmp")
+    shutil.copyfile(snapshot, tmp)
+    for side in ("-wal", "-shm"):  # an old WAL replayed onto the new copy would damage it
+        work.with_name(work.name + side).unlink(missing_ok=True)
+    os.replace(tmp, work)
+
+
+def working_copy_intact(work: Path, snapshot: Path, digest: str) -> bool:
+    """True when the working copy ``work`` is the snapshot (sha256 ``digest``), or a sound
+    SQLite file holding every row of the snapshot unchanged (plus rows translated online)."""
+    if sha256_file(work) == digest:
+        return True
+    cols = ", ".join(COLUMNS)
+    try:
+        conn = sqlite3.connect(f"{work.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            if conn.execute("PRAGMA quick_check").fetchall() != [("ok",)]:
+                return False
+            conn.execute("ATTACH DATABASE ? AS snap", (f"{snapshot.resolve().as_uri()}?mode=ro",))
+            lost = conn.execute(
+                f"SELECT {cols} FROM snap.translations EXCEPT "
+                f"SELECT {cols} FROM main.translations LIMIT 1"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+    return lost is None
 
 
 def is_hub_id(ref: str) -> bool:

@@ -13,8 +13,9 @@ name the kind of text, LiRA applies its backbone's own prompts). Then::
 
 :class:`LiRASentenceTransformer` is the call to use: it takes :class:`LiRAModule` from this
 installed package and refuses, in one line, a ``modules.json`` that names any other class
-outside sentence-transformers, so it never imports a ``.py`` file of the folder (even with
-sentence-transformers' ``trust_remote_code`` flag on). Plain ``SentenceTransformer(folder)``
+outside sentence-transformers and a config whose ``auto_map`` names the folder's own code, and
+builds every module (sentence-transformers' own Transformer too) with ``trust_remote_code``
+off, so it never imports a ``.py`` file of the folder (even with that flag on). Plain ``SentenceTransformer(folder)``
 with that flag on loads an untouched LiRA folder too, but the flag lets a folder one did not make name a class
 in a ``.py`` file beside it, which sentence-transformers then imports and runs.
 
@@ -39,8 +40,9 @@ from lasr.hub import hub_error
 from lasr.interop import MODULE_TYPE, MODULES_NAME, resolve_kind
 from lasr.model import LiRAModel
 from lasr.model_card import write_card
-from lira.errors import CheckpointError, UserInputError
+from lira.errors import CheckpointError, LiRAError, UserInputError
 from lira.languages import UNKNOWN_LANG, language_problem
+from lira.models.loading import remote_code_key
 from lira.translation.config import TranslationConfig
 
 SENTENCE_EMBEDDING = "sentence_embedding"
@@ -139,6 +141,19 @@ class LiRAModule(InputModule):
         return LiRAFeatures({**features, SENTENCE_EMBEDDING: z.to(dev)})
 
 
+def refuse_folder_code(folder: Path) -> None:
+    """CheckpointError (one line naming the file and the key) when a local folder's config asks
+    transformers for the folder's own Python code (``auto_map``): never loaded, flag or not."""
+    key = remote_code_key(folder, modules=False)
+    if key is not None:
+        raise CheckpointError(
+            f"{folder}: {key} asks for the folder's own Python code; LiRASentenceTransformer "
+            "never runs code from a model folder, whatever trust_remote_code says: load a "
+            "folder saved by LiRA (which has no auto_map), or remove the key if you trust the "
+            "model it names"
+        )
+
+
 class LiRASentenceTransformer(SentenceTransformer):
     """``SentenceTransformer`` for LiRA model folders: the folder's :data:`MODULE_TYPE` resolves
     to :class:`LiRAModule` of the installed package, a class of sentence-transformers' own
@@ -150,9 +165,33 @@ class LiRASentenceTransformer(SentenceTransformer):
     _module_classes: ClassVar[dict[str, type]] = {MODULE_TYPE: LiRAModule}
 
     def __init__(
-        self, *args: Any, translation: TranslationConfig | None = None, **kwargs: Any
+        self,
+        model_name_or_path: str | Path | None = None,
+        *,
+        translation: TranslationConfig | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(*args, **kwargs)
+        folder = None if model_name_or_path is None else Path(model_name_or_path)
+        if folder is not None and folder.is_dir():
+            refuse_folder_code(folder)
+        # every module sentence-transformers builds (its own Transformer included) loads with
+        # trust_remote_code=False, whatever the caller passed
+        kwargs["trust_remote_code"] = False
+        for key in ("model_kwargs", "processor_kwargs", "config_kwargs"):
+            if kwargs.get(key):
+                kwargs[key] = {**kwargs[key], "trust_remote_code": False}
+        try:
+            super().__init__(model_name_or_path, **kwargs)
+        except (OSError, ValueError) as e:
+            disk = getattr(e, "errno", None)  # the disk refused: the CLI names it
+            if isinstance(e, LiRAError) or disk or folder is None or not folder.is_dir():
+                raise
+            why = " ".join(str(e).split())[:200] or type(e).__name__
+            raise CheckpointError(
+                f"{folder}: could not load it as a sentence-transformers model ({why}); load "
+                "a folder saved by LiRA (LiRAModel.save_pretrained) or a complete "
+                "sentence-transformers model"
+            ) from e
         if translation is not None:
             self.lira.translate_new_texts(translation)
 

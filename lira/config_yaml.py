@@ -92,6 +92,40 @@ def _too_big(root: yaml.Node, source: str) -> None:
         )
 
 
+MERGE_TAG = "tag:yaml.org,2002:merge"
+"""The tag of a ``<<`` merge key (``<<: *defaults``): not a config key of its own."""
+
+
+def _duplicate_key(root: yaml.Node, source: str, key: str = "") -> None:
+    """ConfigError when a mapping gives one key twice (PyYAML keeps the last silently), naming
+    the dotted key and both lines."""
+    todo: list[tuple[yaml.Node, str]] = [(root, key)]
+    seen: set[int] = set()
+    while todo:
+        node, where = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            todo += [(item, f"{where}[{i}]") for i, item in enumerate(node.value)]
+        if not isinstance(node, yaml.MappingNode):
+            continue
+        lines: dict[tuple[str, str], int] = {}
+        for k, v in node.value:
+            name = str(k.value) if isinstance(k, yaml.ScalarNode) else ""
+            dotted = f"{where}.{name}" if where else name
+            if isinstance(k, yaml.ScalarNode) and k.tag != MERGE_TAG:
+                line = k.start_mark.line + 1
+                if (k.tag, name) in lines:
+                    raise ConfigError(
+                        dotted[:120],
+                        f"{source} gives it twice (lines {lines[k.tag, name]} and {line}); the "
+                        "second would silently replace the first: keep one",
+                    )
+                lines[k.tag, name] = line
+            todo.append((v, dotted))
+
+
 def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [n for pair in node.value for n in pair]
@@ -143,8 +177,9 @@ _NOT_PLAIN = {
 def load_yaml(text: str, source: str, key: str = "") -> Any:
     """Parse config YAML safely: at most :data:`MAX_YAML_BYTES`, :data:`MAX_YAML_ENTRIES` lines
     and commas, :data:`MAX_YAML_NODES` values (aliases expanded) and :data:`MAX_YAML_DEPTH`
-    levels (refused before parsing when visible in the text: :func:`prescan`), JSON types only;
-    else ConfigError naming ``source`` (and the dotted ``key`` under which the text sits)."""
+    levels (refused before parsing when visible in the text: :func:`prescan`), no key given
+    twice in one mapping, JSON types only; else ConfigError naming ``source`` (and the dotted
+    ``key`` under which the text sits)."""
     if len(text) > MAX_YAML_BYTES:
         raise ConfigError(
             key,
@@ -158,6 +193,7 @@ def load_yaml(text: str, source: str, key: str = "") -> Any:
         if root is None:
             return None
         _too_big(root, source)
+        _duplicate_key(root, source, key)
         data = loader.construct_document(root)
     except RecursionError:
         raise ConfigError(

@@ -43,6 +43,7 @@ from lira.checkpoint.lock import run_lock
 from lira.config import DataConfig, ModelsConfig, field_docs, open_sections
 from lira.errors import LiRAError, UserInputError
 from pipeline.ablation_rows import ROWS as ABLATION_ROWS
+from pipeline.preflight import preflight
 from pipeline.runconfig import RunConfig, load_config
 from pipeline.stages import STAGES, refuse_launcher
 
@@ -387,14 +388,16 @@ def _dispatch(args: argparse.Namespace) -> None:
         raise UserInputError("--shard and --merge do not work with --mteb (yet)")
     if args.command in ("compare", "eval"):
         refuse_launcher(args.command)
-    run = _engines()
-    opts = run.Options.from_args(args)
+    preflight(cfg, args.command)  # model paths: before the engines import torch
     try:
         if args.command == "translate" and args.shard is not None:
-            run.run_command(cfg, opts)  # shards of one store run side by side (each its own file)
+            run = _engines()  # shards of one store run side by side (each its own file)
+            run.run_command(cfg, run.Options.from_args(args))
         else:
-            with run_lock(cfg.output_dir, f"lira {args.command}"):  # one run per output folder
-                run.run_command(cfg, opts)
+            # one run per output folder: a folder in use is refused before the engines import
+            with run_lock(cfg.output_dir, f"lira {args.command}"):
+                run = _engines()
+                run.run_command(cfg, run.Options.from_args(args))
     finally:
         if "torch.distributed" in sys.modules:  # a launcher's process group: ended once, here
             from lira.accelerator import end_process_group  # torch: loaded by then, not at start

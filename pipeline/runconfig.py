@@ -119,11 +119,17 @@ def load_config(
             raise ConfigError("", f"{p} has {p.stat().st_size} bytes, more than a config holds "
                               f"({MAX_YAML_BYTES}); point to the right file")  # fmt: skip
         try:
-            data = load_yaml(p.read_text(encoding="utf-8"), str(p)) or {}
+            data = load_yaml(p.read_text(encoding="utf-8"), str(p))
         except UnicodeDecodeError as e:
             raise ConfigError(
                 "", f"{p} is not UTF-8 text (invalid byte at offset {e.start}); save it as UTF-8"
             ) from None
+        if data is None:  # an empty file would run every default, the paper-scale models too
+            raise ConfigError(
+                "",
+                f"{p} is empty (no keys, or only comments); point to the right file, or write "
+                "{} in it to run every default",
+            )
         if not isinstance(data, dict):
             raise ConfigError("", f"{p} must hold a mapping at the top level")
     return from_dict(cls, apply_overrides(data, overrides or []))

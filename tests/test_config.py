@@ -144,6 +144,10 @@ def test_save_and_reload(tmp_path):
         ("output_dir=''", r"'output_dir'.*must name a folder"),
         ("output_dir='  '", r"'output_dir'.*must name a folder"),
         ("arca.pool_size=100000", r"'arca.pool_size'.*<= 4096"),
+        # sizes that passed, then ended in an allocator traceback (issue 60, item 5)
+        ("lasr.fusion_dim=100000000000", r"'lasr.fusion_dim'.*<= 8192"),
+        ("lasr.fusion_layers=100000000", r"'lasr.fusion_layers'.*<= 64"),
+        ("arca.adaptor_hidden=100000000000", r"'arca.adaptor_hidden'.*\[1, 65536\]"),
         ("lasr.lr=.inf", r"'lasr.lr'.*finite number"),
         ("lasr.max_grad_norm=.nan", r"'lasr.max_grad_norm'.*finite number"),
         ("arca.eta=1e999", r"'arca.eta'.*finite number"),
@@ -197,6 +201,38 @@ def test_non_utf8_yaml_is_a_config_error(tmp_path):
     f.write_bytes("arca:\n  steps: 3\n# Größe\n".encode("latin-1"))
     with pytest.raises(ConfigError, match=r"latin1.yaml is not UTF-8 text.*save it as UTF-8"):
         load_config(f)
+
+
+@pytest.mark.parametrize(
+    "text, pattern",
+    [
+        ("arca:\n  steps: 3\n  steps: 5\n", r"'arca.steps'.*twice \(lines 2 and 3\).*keep one"),
+        ("seed: 1\narca: {steps: 3}\nseed: 2\n", r"'seed'.*twice \(lines 1 and 3\)"),
+        ("", r"c.yaml is empty.*write \{\} in it to run every default"),
+        ("# only a comment\n", r"c.yaml is empty"),
+    ],
+    ids=["nested", "top-level", "empty", "only-comments"],
+)
+def test_a_duplicate_key_or_an_empty_file_is_one_line(tmp_path, text, pattern):
+    """Issue 60, item 5: YAML's last duplicate key won silently, and an empty file ran as the
+    full default config."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError, match=pattern) as e:
+        load_config(cfg)
+    assert "\n" not in str(e.value)
+    with pytest.raises(ConfigError, match=r"'arca.x'.*twice"):
+        load_config(None, ["arca={x: 1, x: 2}"])
+
+
+def test_merge_keys_and_an_explicit_empty_mapping_are_not_refused(tmp_path):
+    from lira.config_yaml import load_yaml
+
+    text = "base: &b {steps: 3, seed: 1}\narca:\n  <<: *b\n  steps: 5\n"
+    assert load_yaml(text, "c.yaml")["arca"] == {"steps": 5, "seed": 1}
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("{}\n", encoding="utf-8")
+    assert load_config(cfg) == load_config(None)
 
 
 def test_config_error_is_a_user_error():

@@ -9,7 +9,8 @@ list, is damaged (LiRA never writes one): the manifest is the list of what loads
 sentence-transformers rewrites when it saves and no loader reads, hidden files
 (``.gitattributes``, a hub download's ``.cache/``) and sub-folders' own manifests (checked when
 that sub-folder loads) are not listed. :func:`read_meta` reads the metadata
-of a self-describing model folder and checks its format.
+of a self-describing model folder and checks its format (a ``models.cache_dir`` it names is only
+read: :mod:`lira.checkpoint.cache_dir`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from lira.checkpoint.cache_dir import read_only_cache_dir
 from lira.errors import CheckpointError, MissingFileError
 from lira.jsonio import read_json
 
@@ -206,4 +208,4 @@ def read_meta(
             f"{cfg_file}: unknown format {got!r}, expected {fmt}; point to a folder saved by "
             "this LiRA version"
         )
-    return meta
+    return read_only_cache_dir(meta, path)

@@ -15,6 +15,7 @@ from lira.data.errors import DataError, Dropper, Unique
 from lira.data.io import data_folder, field_text, read_records, read_table
 from lira.data.types import Record, RetrievalData
 from lira.errors import MissingFileError
+from lira.languages import language_problem
 
 
 def _id_text(
@@ -41,12 +42,38 @@ QREL_SPLITS = ("train", "dev", "test")
 """The qrels files of a BEIR folder (``qrels/<split>.tsv``) that are used as given."""
 
 
-def _lang(rec: dict, default: str, path: Path, i: int | str) -> str:
-    """The record's ``lang``/``language`` field, else ``default``."""
+def _lang(rec: dict, default: str, path: Path, i: int | str, side: str) -> str:
+    """The record's ``lang``/``language`` field (an ISO 639-1 code, else a DataError), else
+    ``default`` (the language ``data.<side>`` gives the file)."""
     for name in LANG_FIELDS:
         if rec.get(name) not in (None, ""):
-            return field_text(rec, name, path, i).strip().lower()
+            code = field_text(rec, name, path, i).strip().lower()
+            why = language_problem(code)
+            if why is not None:
+                fix = (
+                    "give the text's ISO 639-1 code, or remove the field (the record is then "
+                    f"in data.{side}); or set data.drop_malformed: true"
+                )
+                raise DataError(path, i, name, why, fix)
+            return code
     return default
+
+
+def _records(
+    rows: list[tuple[int | str, dict]], path: Path, lang: str, drop: Dropper, side: str
+) -> list[Record]:
+    """The records of one file, each in its own language (its record's field, else ``lang``,
+    from ``data.<side>``); a corpus record's title goes before its text."""
+    out = []
+    for rec, rid, text in _id_text(rows, path, drop):
+        title = str(rec.get("title") or "").strip() if side == "corpus_language" else ""
+        try:
+            rec_lang = _lang(rec, lang, path, rid, side)
+        except DataError as e:
+            drop(e)
+            continue
+        out.append(Record(rid, f"{title}. {text}" if title else text, rec_lang))
+    return out
 
 
 def _texts(
@@ -56,17 +83,14 @@ def _texts(
     langs: tuple[str, str],
     drop: Dropper,
 ) -> tuple[list[Record], list[Record]]:
-    """(corpus, queries) with each text's language: its record's field, else the side's."""
-    corpus = []
-    for rec, doc_id, text in _id_text(corpus_rows, files[0], drop):
-        title = str(rec.get("title") or "").strip()
-        text = f"{title}. {text}" if title else text
-        corpus.append(Record(doc_id, text, _lang(rec, langs[1], files[0], doc_id)))
-    queries = [
-        Record(qid, text, _lang(rec, langs[0], files[1], qid))
-        for rec, qid, text in _id_text(query_rows, files[1], drop)
-    ]
-    return corpus, queries
+    """(corpus, queries) with each text's language: its record's field, else the side's; a
+    corpus with no document is a DataError naming its file (not an unknown id in the qrels)."""
+    corpus = _records(corpus_rows, files[0], langs[1], drop, "corpus_language")
+    if not corpus:
+        why = "no document (the file is empty, or every record was dropped)"
+        fix = "point data.path to a BEIR folder whose corpus holds the documents"
+        raise DataError(files[0], None, "", why, fix)
+    return corpus, _records(query_rows, files[1], langs[0], drop, "query_language")
 
 
 def _judged(

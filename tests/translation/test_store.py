@@ -100,6 +100,37 @@ def test_import_jsonl(tmp_path):
     store.close()
 
 
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ({"source_text": 5}, r"t.jsonl:2: field 'source_text' is 5, not a string"),
+        ({"translation": ["Hi"]}, r't.jsonl:2: field .translation. is \["Hi"\], not a string'),
+        ({"translator": {"a": 1}}, r't.jsonl:2: field .translator. is \{"a": 1\}, not a string'),
+        ({"source_id": [1]}, r"t.jsonl:2: field 'source_id' is \[1\], not a string or an int"),
+        ({"source_lang": "zz"}, r"t.jsonl:2: field 'source_lang': 'zz' is not an ISO 639-1"),
+        ({"translation": "Other."}, r"t.jsonl:2: another translation of the de source of line 1"),
+    ],
+    ids=["int-source", "list-translation", "object-translator", "list-id", "zz", "two-lines"],
+)
+def test_an_import_line_that_would_be_coerced_or_lost_is_one_line(tmp_path, line, message):
+    """Issue 60, item 5: ``--import`` stored 5 as "5" and ["Hi"] as "['Hi']", took source_lang
+    "zz", and reported two lines for one source as 2 imported while the second replaced the
+    first; each is refused naming the file, line and field, and nothing is imported."""
+    from lira.errors import UserInputError
+
+    first = {"source_id": 1, "source_text": "Hallo.", "source_lang": "de",
+             "translation": "Hello.", "translator": "ref"}  # fmt: skip
+    f = tmp_path / "t.jsonl"
+    f.write_text(json.dumps(first) + "\n" + json.dumps({**first, **line}) + "\n")
+    store = TranslationStore(tmp_path / "s.sqlite")
+    with pytest.raises(UserInputError, match=message) as e:
+        store.import_jsonl(f)
+    assert "\n" not in str(e.value) and store.count() == 0
+    f.write_text(json.dumps(first) + "\n" + json.dumps(first) + "\n")  # the same line twice
+    assert store.import_jsonl(f) == 1 and store.count() == 1
+    store.close()
+
+
 WRITER = textwrap.dedent(
     """
     import sys
