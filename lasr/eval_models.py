@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -52,6 +52,12 @@ TRANSLATE_TEST = "translate-test: g(translation)"
 """Method name of g (mE5-small) on the Actor's chosen translation: translate-test with g."""
 TRANSLATE_TEST_ENSEMBLE = "translate-test: g(source) + g(translation)"
 """Method name of the plain ensemble n(g(x)) + n(g(y*)): what a practitioner tries before LiRA."""
+TRANSLATE_TEST_H_ENSEMBLE = "translate-test: h(source) + h(translation)"
+"""Method name of the plain ensemble with the backbone, n(h(x)) + n(h(y*)) on the Actor's pick:
+what LaSR's fusion adds over the naive ensemble with h."""
+ORACLE = "oracle: best translation per question (h)"
+"""Row name of the Actor's ceiling: per question, the best nDCG@10 of the ``lira: h(<name>)``
+rows (not an encoder: the evaluators build it from their per-query scores)."""
 LIRA_MODEL_DIR = "lira-model"
 """The LiRA model's folder under a run's ``output_dir``."""
 
@@ -202,14 +208,24 @@ def translation_encoders(
     lira: LiRAModel, h: Encoder, g: Encoder | None, translators: Sequence[str]
 ) -> dict[str, Encoder]:
     """The rows that show what the translations give alone: h on each translator's own
-    candidate (``lira: h(<name>)``) and, with g, translate-test with g and the plain ensemble."""
+    candidate (``lira: h(<name>)``), the plain ensemble with h and, with g, translate-test with
+    g and its plain ensemble (the Actor's picks shared: each text through the Actor once)."""
     out: dict[str, Encoder] = {f"lira: h({name})": TranslationEncoder(lira, h, name)
                                for name in translators}  # fmt: skip
+    picks: dict[tuple[str, str], str] = {}
+    out[TRANSLATE_TEST_H_ENSEMBLE] = TranslationEncoder(lira, h, with_source=True, picks=picks)
     if g is not None:
-        picks: dict[tuple[str, str], str] = {}
         out[TRANSLATE_TEST] = TranslationEncoder(lira, g, picks=picks)
         out[TRANSLATE_TEST_ENSEMBLE] = TranslationEncoder(lira, g, with_source=True, picks=picks)
     return out
+
+
+def translation_oracles(encoders: Mapping[str, Encoder]) -> dict[str, list[str]]:
+    """{:data:`ORACLE`: the ``lira: h(<name>)`` rows of ``encoders``} when there are two or
+    more, else {}: what the evaluators' per-question best is taken over."""
+    rows = [m for m, e in encoders.items()
+            if isinstance(e, TranslationEncoder) and e.translator]  # fmt: skip
+    return {ORACLE: rows} if len(rows) > 1 else {}
 
 
 def run_encoders(cfg: EncodersRun, online: bool = False) -> dict[str, Encoder]:

@@ -1,5 +1,6 @@
 """The translate-test rows of the leaderboards (lasr.eval_models.translation_encoders): g on the
-Actor's pick, the plain ensemble n(g(x)) + n(g(y)), h on one translator's own candidate."""
+Actor's pick, the plain ensembles n(g(x)) + n(g(y)) and n(h(x)) + n(h(y)), h on one translator's
+own candidate."""
 
 from __future__ import annotations
 
@@ -7,8 +8,14 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lasr.eval_models import TRANSLATE_TEST, TRANSLATE_TEST_ENSEMBLE, translation_encoders
+from lasr.eval_models import (
+    TRANSLATE_TEST,
+    TRANSLATE_TEST_ENSEMBLE,
+    TRANSLATE_TEST_H_ENSEMBLE,
+    translation_encoders,
+)
 from lira.translation.types import Candidate
+from tests.lasr.two_translators import two_translator_model
 
 PICK = {"Hund": "dog", "Katze": "cat"}
 OWN = {"Hund": [Candidate("a", "hound", (5, 5, 5)), Candidate("b", "dog", (9, 9, 9))]}
@@ -66,6 +73,31 @@ def test_translate_test_rows_by_hand():
     )
 
 
-def test_without_g_only_the_per_translator_rows():
+def test_without_g_only_the_rows_with_h():
     rows = translation_encoders(Pool(), Letters(), None, ["a"])  # type: ignore[arg-type]
-    assert list(rows) == ["lira: h(a)"]
+    assert list(rows) == ["lira: h(a)", TRANSLATE_TEST_H_ENSEMBLE]
+
+
+DE = ["Wie viele Punkte gab die Verteidigung ab?", "Wer führte das Team an?"]
+GOOD = ["How many points did the defense allow?", "Who led the team?"]
+POOR = ["The weather is nice today.", "Bananas are yellow."]
+
+
+def test_h_ensemble_is_the_normalised_sum_of_h_on_source_and_pick(tmp_path, models_config):
+    """n(h(x)) + n(h(y*)) with the real backbone on the real Actor's pick among two candidates."""
+    lira = two_translator_model(tmp_path, models_config, DE, "de", GOOD, [POOR[0], GOOD[1]])
+    h = lira.backbone
+    langs = ["de", "de", "en"]
+    texts = [*DE, "Who won the game?"]
+    picks = lira.english_texts(DE, langs[:2])[0]
+    assert all(p in (g, q) for p, g, q in zip(picks, GOOD, POOR))  # a pick among the two
+    got = translation_encoders(lira, h, None, ["a", "b"])[TRANSLATE_TEST_H_ENSEMBLE].encode(
+        texts, langs
+    )  # [3, d]
+    src, pick = h.encode(texts, langs), h.encode([*picks, texts[2]], ["en"] * 3)
+    want = src + pick
+    want /= np.linalg.norm(want, axis=1, keepdims=True)
+    assert got.shape == src.shape and np.allclose(got, want, atol=1e-5)
+    assert not np.allclose(got[:2], pick[:2], atol=1e-3)  # the source counts …
+    assert not np.allclose(got[:2], src[:2], atol=1e-3)  # … and so does the pick
+    assert np.allclose(got[2], src[2], atol=1e-5)  # English: h of the text itself
