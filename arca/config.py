@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from lira.checkpoint.fingerprint import config_fingerprint
 from lira.config import (
     DataConfig,
     LoRAArguments,
@@ -170,3 +171,17 @@ class ArcaRun(Protocol):
     data: DataConfig
     translation: TranslationConfig
     arca: ArcaConfig
+
+
+ARCA_UNSHAPING = ("arca.steps", "arca.save_every", "arca.report_to")
+"""Arca fields left out of the fingerprint: the learning rates are constant and saving reads no
+RNG, so a run resumed with more steps continues exactly (a checkpoint past ``arca.steps`` is
+refused on resume)."""
+
+
+def arca_fingerprint(cfg: ArcaRun) -> dict[str, object]:
+    """The config values that shape Arca's training: ``models.*`` (less cache settings),
+    ``data.*``, the candidate-deciding ``translation.*`` fields and ``arca.*`` (less
+    :data:`ARCA_UNSHAPING`); no torch, so the CLI checks ``--resume`` before the models load."""
+    sections = ("models", "data", "translation", "arca")
+    return config_fingerprint("arca", cfg, sections, ARCA_UNSHAPING)

@@ -2,7 +2,7 @@
 
 :func:`run_arca` trains on the configured data and writes ``<output_dir>/arca/`` (the
 :class:`~arca.trainer.ArcaTrainer` checkpoints, ``final/`` and ``summary.json``);
-:func:`arca_fingerprint` is the run fingerprint its checkpoints hold.
+:func:`~arca.config.arca_fingerprint` is the run fingerprint its checkpoints hold.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from arca.config import ArcaRun
+from arca.config import ArcaRun, arca_fingerprint
 from arca.data import (
     ArcaItem,
     CandidateFn,
@@ -28,13 +28,12 @@ from arca.g_cache import critic_g
 from arca.metrics import evaluate_actor
 from arca.model import ArcaModel
 from arca.trainable import check_encoder_training
-from arca.trainer import ARCA_UNSHAPING, ArcaTrainer
+from arca.trainer import ArcaTrainer
 from lira.config import ConfigError
 from lira.data.splits import Splits, load_splits
 from lira.errors import UserInputError
 from lira.jsonio import write_json
 from lira.models import load_backbone, load_encoder
-from lira.training import config_fingerprint
 from lira.translation.config import TranslatorConfig
 from lira.translation.critic import build_critic
 from lira.translation.engine import store_path
@@ -42,14 +41,6 @@ from lira.translation.store import TranslationStore
 from lira.translation.types import Candidate
 
 log = logging.getLogger(__name__)
-
-
-def arca_fingerprint(cfg: ArcaRun) -> dict[str, object]:
-    """The config values that shape Arca's training: ``models.*`` (less cache settings),
-    ``data.*``, the candidate-deciding ``translation.*`` fields and ``arca.*`` (less
-    :data:`~arca.trainer.ARCA_UNSHAPING`)."""
-    sections = ("models", "data", "translation", "arca")
-    return config_fingerprint("arca", cfg, sections, ARCA_UNSHAPING)
 
 
 def actor_eval_items(

@@ -37,7 +37,7 @@ Checkpoints (the :class:`lira.training.Trainer` template): ``<out>/step-XXXXXXXX
 the ArcaModel folder (see :mod:`arca.model`) + ``trainer_state.{safetensors,json}`` (no pickle:
 optimizers, step, EMA baseline, counters, selection totals, history, the RNG states of every
 process) + ``run_fingerprint.json`` (the config values that shape training,
-:func:`arca.engine.arca_fingerprint`); ``<out>/final/`` = the model folder + ``metrics.json``
+:func:`arca.config.arca_fingerprint`); ``<out>/final/`` = the model folder + ``metrics.json``
 (:meth:`ArcaTrainer.finalize`, which ``train`` calls once ``arca.steps`` are done). The last
 ``keep_checkpoints`` step folders are kept. ``--resume`` refuses a checkpoint written with
 another fingerprint (naming the changed keys) or past ``arca.steps``; a fresh run removes the
@@ -62,7 +62,7 @@ from accelerate.utils import DistributedDataParallelKwargs
 from torch import Tensor
 
 from arca.candidates import pad_candidates
-from arca.config import ArcaConfig
+from arca.config import ARCA_UNSHAPING, ArcaConfig
 from arca.data import (
     ArcaItem,
     CandidateFn,
@@ -100,11 +100,6 @@ log = logging.getLogger(__name__)
 
 Stats = dict[str, Tensor | list[str]]
 """One micro-batch's detached loss terms (and the translators it picked)."""
-
-ARCA_UNSHAPING = ("arca.steps", "arca.save_every", "arca.report_to")
-"""Arca fields left out of the fingerprint: the learning rates are constant and saving reads no
-RNG, so a run resumed with more steps continues exactly (a checkpoint past ``arca.steps`` is
-refused on resume)."""
 
 
 class ArcaTrainer(Trainer):

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field, fields
 from typing import Literal, Protocol
 
 from arca.config import ArcaRun
+from lira.checkpoint.fingerprint import config_fingerprint
 from lira.config import TrainingArguments, check, check_at_least, check_lr, to_dict
 
 MAX_FUSION_DIM = 8192
@@ -44,6 +45,10 @@ class LaSRArchitecture:
     text; beyond the paper): translate-test with g, so the fusion can include the plain ensemble
     g(x) + g(y*) that a practitioner would try instead (docs/validation.md; one more g pass per
     translated text)."""
+    raw_h: bool = False
+    """Give ẑ a fifth block, h on the untranslated text (beyond the paper): with a multilingual
+    backbone, h alone is the baseline LiRA must beat, and the fusion can then include it (one
+    more backbone pass per translated text)."""
     use_translations: bool = True
     """Table 5 "– Translations": no translations, the English stream encodes the source itself."""
     use_multilingual_encoder: bool = True
@@ -246,3 +251,18 @@ class LaSRRun(ArcaRun, Protocol):
     """The parts of a run config LaSR's engine reads (a ``RunConfig`` is one)."""
 
     lasr: LaSRConfig
+
+
+LASR_UNSHAPING = ("lasr.steps", "lasr.save_every", "lasr.log_every", "lasr.report_to")
+"""LaSR fields left out of the fingerprint: the learning rate is constant and saving / logging
+read no RNG, so a run resumed with more steps continues exactly (a checkpoint past
+``lasr.steps`` is refused on resume)."""
+
+
+def lasr_fingerprint(cfg: LaSRRun) -> dict[str, object]:
+    """The config values that shape LaSR's training: ``models.*`` (less cache settings),
+    ``data.*``, the candidate-deciding ``translation.*`` fields, ``arca.*`` (LaSR starts from
+    Arca's model) and ``lasr.*`` (less :data:`LASR_UNSHAPING`); no torch, so the CLI checks
+    ``--resume`` before the models load."""
+    sections = ("models", "data", "translation", "arca", "lasr")
+    return config_fingerprint("lasr", cfg, sections, LASR_UNSHAPING)

@@ -3,7 +3,7 @@
 :func:`run_lasr` starts from the trained Arca folder, trains a
 :class:`~lasr.trainer.LaSRTrainer` on the configured data (:func:`task_data`), writes the LiRA
 model to ``<output_dir>/lira-model`` and the metrics to ``<output_dir>/lasr/metrics.json``;
-:func:`lasr_fingerprint` is the run fingerprint its checkpoints hold.
+:func:`~lasr.config.lasr_fingerprint` is the run fingerprint its checkpoints hold.
 """
 
 from __future__ import annotations
@@ -15,15 +15,14 @@ from pathlib import Path
 
 from arca.config import ArcaConfig
 from arca.folder import CONFIG_NAME as ARCA_CONFIG
-from lasr.config import LaSRConfig, LaSRRun
+from lasr.config import LaSRConfig, LaSRRun, lasr_fingerprint
 from lasr.model import LiRAModel
 from lasr.model_card import card_languages, run_card
-from lasr.trainer import LASR_UNSHAPING, LaSRTrainer
+from lasr.trainer import LaSRTrainer
 from lira.data.splits import Splits, load_splits, validation_pools
 from lira.data.types import PairData, RetrievalData
 from lira.errors import MissingFileError
 from lira.jsonio import write_json
-from lira.training import config_fingerprint
 from lira.translation.engine import store_path
 from lira.translation.store import TranslationStore
 
@@ -84,11 +83,11 @@ def run_lasr(
             "`lira translate` first for the full method",
             path,
         )
+    splits = load_splits(cfg.data)  # once, before the models: a bad record stops it at once
     arca_dir = Path(arca_dir) if arca_dir is not None else out / "arca" / "final"
     model = LiRAModel.from_config(cfg, arca_dir, store=store, online=cfg.arca.online_translation)
 
     model.arca.attach_g_cache(out)  # a frozen g's embeddings: computed once per run
-    splits = load_splits(cfg.data)  # once: the task data and the fusion's validation pools
     train_r, eval_r, train_p, eval_p = task_data(cfg, splits)
     trainer = LaSRTrainer(
         lc,
@@ -145,11 +144,3 @@ def ablation_switches(arca_cfg: ArcaConfig, lasr_cfg: LaSRConfig) -> dict[str, b
         **{f"arca.{k}": bool(getattr(arca_cfg, k)) for k in arca_keys},
         **{f"lasr.{k}": bool(getattr(lasr_cfg, k)) for k in lasr_keys},
     }
-
-
-def lasr_fingerprint(cfg: LaSRRun) -> dict[str, object]:
-    """The config values that shape LaSR's training: ``models.*`` (less cache settings),
-    ``data.*``, the candidate-deciding ``translation.*`` fields, ``arca.*`` (LaSR starts from
-    Arca's model) and ``lasr.*`` (less :data:`~lasr.trainer.LASR_UNSHAPING`)."""
-    sections = ("models", "data", "translation", "arca", "lasr")
-    return config_fingerprint("lasr", cfg, sections, LASR_UNSHAPING)

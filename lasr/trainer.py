@@ -25,7 +25,7 @@ the paper only says "use EMA for evaluation"). A step whose loss or gradient nor
 is skipped and counted (``nonfinite_steps``). Checkpoints (the :class:`lira.training.Trainer`
 template) are atomic ``<output_dir>/lasr/step-XXXXXXXX`` folders: net, EMA, optimizer, queues,
 sampler and RNG states (``trainer_state.{safetensors,json}``, no pickle) and the run fingerprint
-(:func:`lasr.engine.lasr_fingerprint`); the last ``keep_checkpoints`` (2) are kept; ``--resume``
+(:func:`lasr.config.lasr_fingerprint`); the last ``keep_checkpoints`` (2) are kept; ``--resume``
 continues exactly and refuses another fingerprint; a fresh run removes a previous run's. The
 final model (EMA weights) goes to ``<output_dir>/lira-model`` (:meth:`LaSRTrainer.finalize`;
 ``lira eval`` / ``lira compare`` read it), the metrics to ``<output_dir>/lasr/metrics.json``
@@ -52,7 +52,7 @@ from lasr.banks import (
     retrieval_banks,
     trainable_queries,
 )
-from lasr.config import LaSRConfig
+from lasr.config import LASR_UNSHAPING, LaSRConfig
 from lasr.fixed_fusion import FusionFit, step_refusal
 from lasr.fusion import HeadEMA, LaSRNet, pack
 from lasr.losses import candidate_ranking_loss, corr_loss
@@ -67,10 +67,6 @@ from lira.training import Trainer, TrainerState, all_finite, rng_state, set_rng_
 
 log = logging.getLogger(__name__)
 
-LASR_UNSHAPING = ("lasr.steps", "lasr.save_every", "lasr.log_every", "lasr.report_to")
-"""LaSR fields left out of the fingerprint: the learning rate is constant and saving / logging
-read no RNG, so a run resumed with more steps continues exactly (a checkpoint past
-``lasr.steps`` is refused on resume)."""
 FIXED_FUSION = "fixed-fusion"
 """``<output_dir>/lasr/fixed-fusion``: the LiRA model at step 0 (the validation-fitted fixed
 score fusion of its blocks), which ``lira compare`` shows beside the trained one."""

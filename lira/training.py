@@ -33,9 +33,8 @@ from tqdm.auto import tqdm
 from lira.checkpoint.fingerprint import (
     check_fingerprint,
     clear_previous_run,
-    models_fields,
+    config_fingerprint,
     run_fingerprint,
-    translation_fields,
     write_fingerprint,
 )
 from lira.checkpoint.folders import (
@@ -53,7 +52,6 @@ from lira.jsonio import dumps_json, write_json
 if TYPE_CHECKING:
     from accelerate import Accelerator
 
-    from lira.translation.config import PoolRun
 
 __all__ = [
     "CheckpointError",
@@ -80,27 +78,6 @@ TrainerState = dict[str, Any]
 """A trainer's checkpoint state: nested containers of tensors, numbers and strings, as
 :func:`lira.checkpoint.state.save_state` writes and :func:`~lira.checkpoint.state.load_state`
 reads them."""
-
-
-def config_fingerprint(
-    stage: str,
-    cfg: PoolRun,
-    sections: Sequence[str],
-    skip: Iterable[str] = (),
-    **extra: object,
-) -> dict[str, object]:
-    """The run fingerprint (:func:`lira.checkpoint.fingerprint.run_fingerprint`) of ``stage`` over
-    the named ``sections`` of ``cfg`` (``models`` less its cache settings, ``translation`` less its
-    runtime fields, any other by name) and the ``extra`` sections given as values."""
-    parts: dict[str, object] = {}
-    for name in sections:
-        if name == "models":
-            parts[name] = models_fields(cfg)
-        elif name == "translation":
-            parts[name] = translation_fields(cfg)
-        else:
-            parts[name] = getattr(cfg, name)
-    return run_fingerprint(stage, {**parts, **extra}, tuple(skip))
 
 
 class TrainerConfig(Protocol):

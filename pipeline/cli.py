@@ -41,9 +41,10 @@ from evaluators.config import EvalConfig
 from lira import __version__
 from lira.checkpoint.lock import run_lock
 from lira.config import DataConfig, ModelsConfig, field_docs, open_sections
+from lira.data.splits import load_splits_early
 from lira.errors import LiRAError, UserInputError
 from pipeline.ablation_rows import ROWS as ABLATION_ROWS
-from pipeline.preflight import preflight
+from pipeline.preflight import check_resume, preflight, reads_data
 from pipeline.runconfig import RunConfig, load_config
 from pipeline.stages import STAGES, refuse_launcher
 
@@ -389,6 +390,10 @@ def _dispatch(args: argparse.Namespace) -> None:
     if args.command in ("compare", "eval"):
         refuse_launcher(args.command)
     preflight(cfg, args.command)  # model paths: before the engines import torch
+    if getattr(args, "resume", False):  # a checkpoint of another config: its saved fingerprint
+        check_resume(cfg, args.command)
+    if reads_data(args):  # a bad record too; the engine takes these splits (no second read)
+        load_splits_early(cfg.data)
     try:
         if args.command == "translate" and args.shard is not None:
             run = _engines()  # shards of one store run side by side (each its own file)

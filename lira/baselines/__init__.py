@@ -11,11 +11,12 @@
   negatives and recipes; :mod:`~lira.baselines.export` the saved, loadable baseline folders
   and their run fingerprint.
 - :mod:`~lira.baselines.method` + :mod:`~lira.baselines.registry`: what a method is (recipe,
-  data, batches, loss; each paper's file defines its ``METHOD`` and its recipe dataclass) and
-  the name -> method table (:mod:`~lira.baselines.names`, which imports nothing).
-- :mod:`~lira.baselines.config`: ``baselines.*`` (the shared budget) and the recipe sections
-  ``baselines.<method>.*`` it finds in the registry. Adding a baseline, recipe included, is one
-  new file plus one line in ``registry.METHODS``.
+  data, batches, loss; each paper's file defines its ``METHOD``) and the name -> method table
+  (:mod:`~lira.baselines.names`, which imports nothing).
+- :mod:`~lira.baselines.recipes`: each paper's recipe dataclass (no torch: a config loads
+  without the methods); :mod:`~lira.baselines.config`: ``baselines.*`` (the shared budget) and
+  the recipe sections ``baselines.<method>.*``. Adding a baseline is one new file plus one line
+  in ``names.METHODS`` (and its recipe, if any, in ``recipes.RECIPES``).
 
 The methods (``baselines.methods``; ``lira baseline CONFIG [--methods ...]`` trains each):
 

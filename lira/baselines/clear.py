@@ -29,13 +29,11 @@ L = λ1·log(B(1+K)) + λ2·log(B(1+M)) + λ3·0.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from lira.baselines.config import RecipeConfig, check_negatives, paper_recipe
 from lira.baselines.infonce import info_nce, positive_tau
 from lira.baselines.method import (
     BaselineMethod,
@@ -44,7 +42,8 @@ from lira.baselines.method import (
     batch_examples,
     passages_with_negatives,
 )
-from lira.config import ConfigError, check
+from lira.baselines.recipes import ClearConfig
+from lira.config import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -179,31 +178,6 @@ class ClearLoss(nn.Module):
         t = self.terms(*inputs)  # type: ignore[arg-type]
         l1, l2, l3 = self.lambdas
         return l1 * t["nce_en"] + l2 * t["cl"] + l3 * t["kl"]
-
-
-@dataclass
-@paper_recipe(lr=5e-5, batch_size=64, epochs=1.0, scheduler="cosine", warmup=0.05, beta2=0.999)
-class ClearConfig(RecipeConfig):
-    """CLEAR's recipe, ``baselines.clear.*`` (paper 000 §4.1, App. A); InfoNCE, CLEAR's own
-    baseline, trains with it too (same recipe, same negatives)."""
-
-    weight_decay: float = 0.0
-    """AdamW weight decay (sentence-transformers' trainer default; the paper sets none)."""
-    tau: float = 0.05
-    """1 / scale of MultipleNegativesRankingLoss (scale 20), the loss CLEAR trained with."""
-    negatives: int = 5
-    """Hard negatives per example: passages, and target-language queries for L_CL (§4.1)."""
-    negative_ranks: list[int] = field(default_factory=lambda: [30, 100])
-    """1-based rank window of the initial model's retrieval the negatives are sampled from."""
-    lambdas: list[float] = field(default_factory=lambda: [0.4, 0.4, 0.2])
-    """(λ1, λ2, λ3) of Eq. 2."""
-    reverse: bool = True
-    """English passage as L_CL's anchor (paper); false = the "w/o Reverse" ablation."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_negatives(self.negatives, self.negative_ranks)
-        check(len(self.lambdas) == 3, "lambdas", "needs three weights")
 
 
 class ClearMethod(BaselineMethod):

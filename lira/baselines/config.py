@@ -1,22 +1,21 @@
 """The baselines' configuration: the shared budget (``baselines.*``) and each method's recipe.
 
-A method's paper recipe is a :class:`RecipeConfig` subclass declared in the method's own file
-(``ClearConfig`` in :mod:`lira.baselines.clear`, ...) and named by its ``config_class``; it is
-the YAML section ``baselines.<method>`` (e.g. ``baselines.clear.lr``). :class:`BaselinesConfig`
-finds those sections in the registry, so a new baseline with a recipe is its method file plus
-its registry line. A flat key (``baselines.clear_lr``) is refused with the section's key
-(:func:`lira.compat.flat_key`).
+A method's paper recipe is a :class:`RecipeConfig` subclass declared in
+:mod:`lira.baselines.recipes` (``ClearConfig``, ...; it imports no torch, so loading a config
+imports no method) and named by the method's ``config_class``; it is the YAML section
+``baselines.<method>`` (e.g. ``baselines.clear.lr``). :class:`BaselinesConfig` finds those
+sections in :data:`~lira.baselines.recipes.RECIPES` and the registered method objects. A flat
+key (``baselines.clear_lr``) is refused with the section's key (:func:`lira.compat.flat_key`).
 """
 
 from __future__ import annotations
 
-import inspect
-import typing
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields
-from typing import ClassVar, Literal, Protocol, TypeVar
+from typing import ClassVar, Literal, Protocol
 
-from lira.baselines.registry import all_methods, method_names
+from lira.baselines.names import METHODS, method_names
+from lira.baselines.recipes import RECIPES, R, RecipeConfig
+from lira.baselines.registry import PARTS
 from lira.config import (
     DataConfig,
     LoRAArguments,
@@ -26,81 +25,15 @@ from lira.config import (
     check_lr,
 )
 
-R = TypeVar("R", bound="RecipeConfig")
-
-
-@dataclass
-class RecipeConfig:
-    """The optimisation recipe every baseline paper states; a method's recipe subclasses it
-    with its paper's defaults and its own fields (``baselines.<method>.*``)."""
-
-    lr: float = 2e-5
-    """AdamW learning rate."""
-    batch_size: int = 32
-    """Global batch size (split evenly over the processes of a multi-GPU launch)."""
-    epochs: float = 1.0
-    """Epochs over the method's training rows."""
-    scheduler: Literal["constant", "linear", "cosine"] = "linear"
-    """Learning-rate schedule."""
-    warmup: float = 0.1
-    """Warm-up ratio of the schedule."""
-    weight_decay: float = 0.01
-    """AdamW weight decay."""
-    beta2: float = 0.999
-    """AdamW β2."""
-    tau: float = 0.05
-    """Temperature of the contrastive loss."""
-
-    old_names: ClassVar[dict[str, str]] = {}
-    """Flat-key suffixes of earlier versions that are not the field's name (``lancer_lambda``:
-    ``{"lambda": "weight"}``); they name the fields in the run fingerprint."""
-
-    def __post_init__(self) -> None:
-        check_lr(self.lr, "lr")
-        check(self.batch_size >= 2, "batch_size", "must be >= 2")
-        check(self.epochs > 0, "epochs", "must be > 0")
-        check(0 <= self.warmup < 1, "warmup", "must be in [0, 1)")
-        check(self.tau > 0, "tau", "must be > 0")
-        check(0 < self.beta2 < 1, "beta2", "must be in (0, 1)")
-
-
-def paper_recipe(**defaults: object) -> Callable[[type[R]], type[R]]:
-    """Class decorator (under ``@dataclass``): a recipe subclass's paper defaults of the common
-    fields, which keep :class:`RecipeConfig`'s type and docstring (a field whose paper value
-    needs its own ``--help`` line is redeclared in the class body instead)."""
-    hints = typing.get_type_hints(RecipeConfig)
-    unknown = sorted(set(defaults) - {f.name for f in fields(RecipeConfig)})
-    if unknown:
-        raise TypeError(f"paper_recipe: {unknown} are not RecipeConfig fields")
-
-    def apply(cls: type[R]) -> type[R]:
-        own = inspect.get_annotations(cls)
-        both = sorted(set(own) & set(defaults))
-        if both:
-            raise TypeError(f"{cls.__name__}: {both} given both in paper_recipe and the class")
-        cls.__annotations__ = {**{name: hints[name] for name in defaults}, **own}
-        for name, value in defaults.items():
-            setattr(cls, name, value)
-        return cls
-
-    return apply
-
-
-def check_negatives(negatives: int, ranks: list[int]) -> None:
-    """Mined hard negatives: a count >= 0 and a 1-based ``[first, last]`` rank window."""
-    check(
-        len(ranks) == 2 and 1 <= ranks[0] <= ranks[1],
-        "negative_ranks",
-        f"needs [first, last] 1-based ranks with first <= last, got {ranks}",
-    )
-    check(negatives >= 0, "negatives", "must be >= 0")
-
 
 def recipe_classes() -> dict[str, type[RecipeConfig]]:
-    """``{method: its recipe dataclass}`` of every registered method that declares one."""
+    """``{method: its recipe dataclass}`` of every registered method that declares one,
+    without importing a method module (they import torch): a method registered by name has
+    its recipe in :data:`~lira.baselines.recipes.RECIPES`, a registered object its
+    ``config_class``."""
     out: dict[str, type[RecipeConfig]] = {}
-    for name, method in all_methods().items():
-        cls = getattr(method, "config_class", None)
+    for name, entry in {**METHODS, **PARTS}.items():
+        cls = RECIPES.get(name) if isinstance(entry, str) else getattr(entry, "config_class", None)
         if cls is not None:
             out[name] = cls
     return out

@@ -24,14 +24,12 @@ language's own file (``XQuADR.gold_sentence``). L_JSD is taken on the passage pa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 from torch import Tensor, nn
 
-from lira.baselines.config import RecipeConfig, paper_recipe
 from lira.baselines.infonce import info_nce, positive_tau
 from lira.baselines.method import BaselineMethod, Batch, HookTrainer, batch_examples
+from lira.baselines.recipes import JSDConfig
 
 
 def jsd_distance(z_a: Tensor, z_b: Tensor, eps: float = 1e-8) -> Tensor:
@@ -90,23 +88,6 @@ class JSDInfoNCELoss(nn.Module):
             positive = p_en if self.psq else q_en
             loss = loss + info_nce(p_tgt, positive, None, self.tau, ids)
         return loss
-
-
-@dataclass
-@paper_recipe(
-    batch_size=32, epochs=1.0, scheduler="linear", warmup=0.15, weight_decay=0.01, beta2=0.99
-)
-class JSDConfig(RecipeConfig):
-    """English inclination's recipe, ``baselines.jsd.*`` (paper 003 §4, App. C)."""
-
-    lr: float = 2e-5
-    """App. C sets 4e-6 (bge-m3), 2e-5 (mE5-large), 1e-5 (gte), 3e-5 (jina) per model."""
-    tau: float = 0.05
-    """Eq. 7 prints no temperature; MultipleNegativesRankingLoss's default 1/20 is used."""
-    weight: float = 1.0
-    """Weight of L_JSD (Eq. 2 adds the two terms)."""
-    eps: float = 1e-8
-    """ε inside the square root of Eq. 6."""
 
 
 class JSDMethod(BaselineMethod):

@@ -24,15 +24,13 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from operator import attrgetter
-from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from lira.baselines.config import BaselinesRun, RecipeConfig, paper_recipe
+from lira.baselines.config import BaselinesRun
 from lira.baselines.infonce import info_nce
 from lira.baselines.method import (
     BaselineMethod,
@@ -43,7 +41,8 @@ from lira.baselines.method import (
     english_rows,
     passages_with_negatives,
 )
-from lira.config import ConfigError, check
+from lira.baselines.recipes import LancerConfig
+from lira.config import ConfigError
 from lira.data.types import Record
 from lira.data.xquad_r import XQuADR
 
@@ -146,27 +145,6 @@ def lancer_texts(
             text = dataset.gold_sentence(lang, qid).text
             records[lang].setdefault((group, text), Record(group, text, lang))
     return non_parallel_texts({k: list(v.values()) for k, v in records.items()}, by_id, seed)
-
-
-@dataclass
-@paper_recipe(lr=2e-5, epochs=4.0, scheduler="linear", warmup=0.0, weight_decay=0.0, beta2=0.999)
-class LancerConfig(RecipeConfig):
-    """LANCER's recipe, ``baselines.lancer.*`` (paper 002 §3, §4.1)."""
-
-    batch_size: int = 64
-    """English retrieval examples per step (L_R)."""
-    tau: float = 0.05
-    """L_R temperature (the paper scores unnormalised dot products; our embeddings are unit)."""
-    per_language: int = 16
-    """Non-parallel texts per language in each step's multilingual batch (L_C)."""
-    weight: float = 1.0
-    """Weight λ of L_C (the paper adds L_R + L_C)."""
-
-    old_names: ClassVar[dict[str, str]] = {"lambda": "weight"}
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check(self.per_language >= 1, "per_language", "must be >= 1")
 
 
 class LancerMethod(BaselineMethod):

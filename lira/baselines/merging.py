@@ -26,9 +26,7 @@ import math
 import shutil
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import torch
 from accelerate.utils import set_seed
@@ -41,12 +39,12 @@ from lira.baselines.composition import (
     gist_features,
     gist_loss,
 )
-from lira.baselines.config import BaselinesRun, RecipeConfig, check_negatives, paper_recipe
+from lira.baselines.config import BaselinesRun
 from lira.baselines.contrastive import ContrastiveTrainer, fixed_batches, train_stats
 from lira.baselines.export import baseline_fingerprint, save_baseline
 from lira.baselines.method import BaselineMethod, Batch, Example, HookTrainer, english_rows
+from lira.baselines.recipes import MergingConfig
 from lira.checkpoint.state import load_safetensors
-from lira.config import check
 from lira.data.types import ParallelData, Record
 from lira.data.xquad_r import XQuADR
 from lira.errors import CheckpointError, UserInputError
@@ -179,51 +177,6 @@ def merge_command(
 
 
 # ------------------------------------------------------------------------ the baseline method
-@dataclass
-@paper_recipe(
-    lr=2e-5,
-    batch_size=512,
-    epochs=1.0,
-    scheduler="linear",
-    warmup=0.1,
-    weight_decay=0.01,
-    beta2=0.99,
-)
-class MergingConfig(RecipeConfig):
-    """Language composition + merging's recipe, ``baselines.merging.*`` (paper 001 §4.3,
-    App. B.2-B.3)."""
-
-    tau: float = 0.01
-    """GISTEmbedLoss temperature (sentence-transformers' default; the paper sets none)."""
-    mini_batch: int = 32
-    """CachedGISTEmbedLoss mini-batch (memory only: the loss value does not depend on it)."""
-    negatives: int = 5
-    """Mined English hard negatives per query (App. B.2; its sixth is a generated one)."""
-    negative_ranks: list[int] = field(default_factory=lambda: [50, 300])
-    """1-based rank window the negatives are mined from (App. B.2)."""
-    max_sim: float = 0.8
-    """A negative's cosine with the query must not exceed this (App. B.2)."""
-    relative_margin: float = 0.95
-    """...and must be below this times the positive's cosine with the query (App. B.2)."""
-    partner: Literal["base", "mono"] = "base"
-    """The model merged with the D(l en en) fine-tune: the base model (the paper's best
-    mono-lingual model for 3 of its 4 backbones, Table 2) or a D(en en en) fine-tune."""
-    weights: list[float] = field(default_factory=lambda: [0.5, 0.5])
-    """Weights of (cross-lingual fine-tune, partner) in the average."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_negatives(self.negatives, self.negative_ranks)
-        check(self.mini_batch >= 1, "mini_batch", "must be >= 1")
-        check(len(self.weights) == 2, "weights", "needs two weights")
-        check(
-            all(math.isfinite(w) and w >= 0 for w in self.weights)
-            and abs(sum(self.weights) - 1) < 1e-6,
-            "weights",
-            "must be finite, >= 0 and sum to 1",
-        )
-
-
 class GistMethod(BaselineMethod):
     """``gist``: one fine-tune of paper 001's merging, sentence-transformers'
     CachedGISTEmbedLoss on language-composition examples with a frozen guide model (the

@@ -151,8 +151,9 @@ class BaselineMethod:
 
     name: str = ""
     config_class: type[RecipeConfig] | None = None
-    """The dataclass of its paper recipe (a :class:`~lira.baselines.config.RecipeConfig`,
-    declared in the method's file): the YAML section ``baselines.<name>.*``; None = none."""
+    """The dataclass of its paper recipe (a :class:`~lira.baselines.recipes.RecipeConfig`,
+    declared in :mod:`lira.baselines.recipes`, its entry in ``RECIPES``): the YAML section
+    ``baselines.<name>.*``; None = none."""
     recipe: str | None = None
     """The method whose recipe section it trains with when that is another's (InfoNCE:
     ``"clear"``); None = its own (:attr:`config_class`), or :attr:`defaults` without one."""

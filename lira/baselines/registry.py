@@ -1,11 +1,11 @@
 """The baseline methods ``lira baseline`` can train: name -> where its method object lives.
 
 Adding a baseline is one new file that defines a :class:`~lira.baselines.method.BaselineMethod`
-(its recipe dataclass, the data it needs, how it draws a batch and computes its loss) plus one
-line in :data:`METHODS`, the table of :mod:`lira.baselines.names` (it imports nothing, so that
-:mod:`lira.baselines.config` validates ``baselines.methods`` against it and finds each
-method's recipe section, ``baselines.<name>.*``, without importing a method before it is
-used). The entries are ``"module:attribute"`` strings, imported only when a method is used.
+(the data it needs, how it draws a batch and computes its loss) plus one line in
+:data:`METHODS`, the table of :mod:`lira.baselines.names` (it imports nothing, so that
+:mod:`lira.baselines.config` validates ``baselines.methods`` against it without importing a
+method before it is used); a paper recipe of its own, ``baselines.<name>.*``, is declared in
+:mod:`lira.baselines.recipes` (no torch either). The entries are ``"module:attribute"`` strings, imported only when a method is used.
 A value may also be the method object itself (tests and plugins register one with
 :func:`register`, into the same table). A resolved method is typed ``Any``: this module
 imports no method module, so it cannot name :class:`~lira.baselines.method.BaselineMethod`.
@@ -27,7 +27,8 @@ PARTS: dict[str, object] = {
 
 
 def register(name: str, method: object) -> None:
-    """Add (or replace) a selectable method: a method object or a ``"module:attribute"``."""
+    """Add (or replace) a selectable method: a method object (its ``config_class`` is its recipe
+    section) or a ``"module:attribute"`` (its recipe, if any, from ``recipes.RECIPES``)."""
     METHODS[name] = method
 
 

@@ -14,7 +14,7 @@ import hashlib
 import json
 import logging
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -98,6 +98,27 @@ def translation_fields(cfg: PoolRun) -> dict[str, object]:
         "active": [plain(t) for t in tc.active_translators()],
         "critic": plain(tc.critic),
     }
+
+
+def config_fingerprint(
+    stage: str,
+    cfg: PoolRun,
+    sections: Sequence[str],
+    skip: Iterable[str] = (),
+    **extra: object,
+) -> dict[str, object]:
+    """The run fingerprint (:func:`lira.checkpoint.fingerprint.run_fingerprint`) of ``stage`` over
+    the named ``sections`` of ``cfg`` (``models`` less its cache settings, ``translation`` less its
+    runtime fields, any other by name) and the ``extra`` sections given as values."""
+    parts: dict[str, object] = {}
+    for name in sections:
+        if name == "models":
+            parts[name] = models_fields(cfg)
+        elif name == "translation":
+            parts[name] = translation_fields(cfg)
+        else:
+            parts[name] = getattr(cfg, name)
+    return run_fingerprint(stage, {**parts, **extra}, tuple(skip))
 
 
 def write_fingerprint(folder: str | Path, fingerprint: Mapping[str, object]) -> None:

@@ -407,7 +407,26 @@ def _pair_sources(pairs: PairData, tag: str) -> list[Record]:
     return list(seen.values())
 
 
+EARLY: dict[str, Splits] = {}
+"""Splits read by :func:`load_splits_early`, by ``repr`` of their config, until a
+:func:`load_splits` of that config takes them."""
+
+
+def load_splits_early(cfg: DataConfig) -> None:
+    """Read and check the configured data now, before torch and the models load (the CLI: a bad
+    record is reported in a fraction of a second, issue 60 item 7); the next :func:`load_splits`
+    of an equal config returns these splits rather than reading the files again."""
+    EARLY[repr(cfg)] = read_splits(cfg)
+
+
 def load_splits(cfg: DataConfig) -> Splits:
+    """The configured dataset, split (deterministic for a given config): the splits
+    :func:`load_splits_early` read for this config, else read now (:func:`read_splits`)."""
+    early = EARLY.pop(repr(cfg), None)
+    return early if early is not None else read_splits(cfg)
+
+
+def read_splits(cfg: DataConfig) -> Splits:
     """Load the configured dataset and split it (deterministic for a given config)."""
     lang = cfg.train_languages[0]
     query_lang, corpus_lang = cfg.query_language or lang, cfg.corpus_language or lang

@@ -92,6 +92,20 @@ def test_the_method_table_imports_nothing_of_the_project():
     assert registry.METHODS is baseline_names.METHODS
 
 
+def test_each_method_recipe_is_its_recipes_entry_in_a_module_without_torch():
+    """Issue 60.7: a config's recipe sections come from lira.baselines.recipes, which imports no
+    torch (loading a config imports no method); a method's ``config_class`` must be that entry,
+    or its YAML section would not be the recipe it trains with."""
+    from lira.baselines import recipes
+
+    for name, method in registry.all_methods().items():
+        assert getattr(method, "config_class", None) is recipes.RECIPES.get(name), name
+    tree = ast.parse(Path(recipes.__file__).read_text(encoding="utf-8"))
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    imported += [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
+    assert [m for m in imported if m and m.split(".")[0] in ("torch", "lira")] == ["lira.config"]
+
+
 def test_config_validates_methods_against_the_registry(dummy):
     with pytest.raises(ConfigError, match="methods"):
         BaselinesConfig(methods=["nope"])

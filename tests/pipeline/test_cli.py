@@ -7,6 +7,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -68,6 +69,50 @@ def test_the_cli_starts_without_torch():
     code = "import sys, pipeline.cli; sys.exit(int('torch' in sys.modules))"
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert res.returncode == 0, res.stderr
+
+
+ROOT = Path(__file__).resolve().parents[2]
+TORCH_AFTER = (
+    "import sys\nfrom pipeline.cli import main\ntry:\n    sys.exit(main(sys.argv[1:]))\nfinally:\n"
+    "    print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch'))"
+)
+"""``lira ARGS`` in a subprocess that prints the torch modules it imported (``[]``: none)."""
+
+
+def test_loading_a_config_imports_no_torch():
+    """Issue 60.7: loading a config imported torch (the baselines' recipes sat in the method
+    files), so a config error took 2.6 s; the recipes now load without it."""
+    code = (
+        "import sys\nfrom pipeline.runconfig import load_config\n"
+        "cfg = load_config('configs/demo.yaml', ['baselines.clear.tau=0.1'])\n"
+        "assert cfg.baselines.recipes['clear'].tau == 0.1\n"
+        "sys.exit(int('torch' in sys.modules))"
+    )
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         check=False, timeout=120)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (["lasr", "configs/demo.yaml", "lasr.nosuch=1"], 2),
+        (["baseline", "configs/demo.yaml", "baselines.clear.nosuch=1"], 2),
+        (["baseline", "--help"], 0),
+    ],
+    ids=["unknown-key", "unknown-recipe-key", "baseline-help"],
+)
+def test_a_config_error_and_help_import_no_torch(args, code):
+    """Issue 60.7: a config error is one ``lira:`` line naming the key, found before torch is
+    imported (it was 2.6 s of imports before; now a fraction of a second)."""
+    res = subprocess.run([sys.executable, "-c", TORCH_AFTER, *args], cwd=ROOT,
+                         capture_output=True, text=True, check=False, timeout=120)  # fmt: skip
+    assert res.returncode == code, res.stderr
+    assert res.stdout.strip().splitlines()[-1] == "[]"  # no torch module was imported
+    if code:
+        err = res.stderr.strip()
+        assert err == err.splitlines()[0] and err.startswith("lira: config key "), err
+        assert args[-1].split("=")[0] in err
 
 
 def test_python_dash_m_lira_runs():
@@ -327,3 +372,69 @@ def test_only_the_models_a_command_loads_are_checked():
     assert models_used(cfg, "translate") == [] and models_used(cfg, "run") == ["backbone"]
     assert models_used(cfg, "lasr") == ["backbone", "encoder"]
     assert models_used(load_config(None, ["eval.model=out/lira-model"]), "eval") == []
+
+
+@pytest.mark.parametrize("command", ["translate", "arca", "lasr", "eval"])
+def test_a_bad_data_record_is_reported_before_the_engines_load(
+    monkeypatch, tmp_path, capsys, command
+):
+    """Issue 60.7: a malformed record stopped a command only after torch and the models had
+    loaded; the data is read first now (no torch needed) and handed on to the engine."""
+    _no_engines(monkeypatch)
+    folder = tmp_path / "beir"
+    folder.mkdir()
+    (folder / "corpus.jsonl").write_text('{"_id": "d1", "text": "x"}\n{not json\n', "utf-8")
+    (folder / "queries.jsonl").write_text('{"_id": "q1", "text": "y"}\n', "utf-8")
+    (folder / "qrels").mkdir()
+    (folder / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n", "utf-8")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"data: {{format: beir, path: '{folder}', train_languages: [de]}}\n")
+    assert main([command, str(cfg), "--output-dir", str(tmp_path / "o")]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == err.splitlines()[0], err
+    assert err.startswith(f"lira: {folder / 'corpus.jsonl'}: record 2: field '<json>'"), err
+    assert "fix the record" in err
+
+
+def test_the_splits_read_early_are_handed_on_not_read_again(monkeypatch):
+    from lira.data import splits as data_splits
+    from pipeline.runconfig import load_config
+
+    cfg = load_config(None, [])  # the shipped demo data
+    monkeypatch.setattr(data_splits, "EARLY", {})
+    reads = []
+    real = data_splits.read_splits
+    monkeypatch.setattr(data_splits, "read_splits", lambda c: reads.append(c) or real(c))
+    data_splits.load_splits_early(cfg.data)
+    first = data_splits.load_splits(cfg.data)  # the engine's load: the early splits
+    assert len(reads) == 1 and data_splits.EARLY == {}
+    assert data_splits.load_splits(cfg.data) is not first and len(reads) == 2  # a later one reads
+
+
+@pytest.mark.parametrize(
+    ("command", "change"), [("arca", "arca.actor_lr=0.5"), ("lasr", "lasr.lr=0.5")]
+)
+def test_resume_with_a_changed_config_is_refused_before_the_engines_load(
+    monkeypatch, tmp_path, capsys, command, change
+):
+    """Issue 60.7: ``--resume`` under another config was refused by the trainer, after torch, the
+    data and the models; the saved fingerprint is compared first now (the same check)."""
+    from lira.checkpoint.fingerprint import write_fingerprint
+    from lira.checkpoint.folders import step_dir
+    from pipeline.preflight import RESUMES
+    from pipeline.runconfig import load_config
+
+    _no_engines(monkeypatch)
+    out = tmp_path / "out"
+    folder, fingerprint, _ = RESUMES[command]
+    saved = step_dir(out / folder, 10)
+    saved.mkdir(parents=True)
+    write_fingerprint(saved, fingerprint(load_config(None, [f"output_dir={out}"])))
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("{}\n")
+    assert main([command, str(cfg), "--output-dir", str(out), "--resume", change]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == err.splitlines()[0], err
+    assert err.startswith(f"lira: cannot resume {RESUMES[command][2]} from {saved}: it was "
+                          f"trained with another config ({change.split('=')[0]}: "), err  # fmt: skip
+    assert "run without --resume" in err
