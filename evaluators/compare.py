@@ -252,8 +252,7 @@ def _compare_retrieval(
     caches = {m: EmbeddingCache(enc, cfg.eval.batch_size) for m, enc in models.items()}
     oracles = translation_oracles(models)
     if splits.dev is not None and splits.dev_ids:
-        dev = evaluate_retrieval(models, splits.dev, cfg.eval, task, caches=caches,
-                                 oracles=oracles)  # fmt: skip
+        dev = evaluate_retrieval(models, splits.dev, cfg.eval, task, caches=caches, oracles=oracles)
         title = f"VALIDATION split ({task}: {len(splits.dev_ids)} queries; choices made here)"
         write_leaderboard(dev, out / "validation", title=title)
         print(f"wrote {out / 'validation' / 'leaderboard.md'} (validation split)")
@@ -281,14 +280,23 @@ def _compare_parallel(
     if splits.dev_ids:  # the validation split, where choices were made: its own files
         dev_langs = [x for x in dict.fromkeys([*cfg.data.train_languages, *cfg.data.dev_languages])
                      if x != "en"]  # fmt: skip
-        dev = evaluate_encoders(models, ds, splits.dev_ids, dev_langs, cfg.eval,
-                                task="xquad-r validation", reference=refs,
-                                caches=caches, oracles=oracles)  # fmt: skip
+        dev = evaluate_encoders(
+            models,
+            ds,
+            splits.dev_ids,
+            dev_langs,
+            cfg.eval,
+            task="xquad-r validation",
+            reference=refs,
+            caches=caches,
+            oracles=oracles,
+        )
         title = "VALIDATION split (XQuAD-R training-id questions held out; choices made here)"
         write_leaderboard(dev, out / "validation", title=title)
         print(f"wrote {out / 'validation' / 'leaderboard.md'} (validation split)")
-    rows = evaluate_encoders(models, ds, splits.eval_ids, langs, cfg.eval, reference=refs,
-                             caches=caches, oracles=oracles)  # fmt: skip
+    rows = evaluate_encoders(
+        models, ds, splits.eval_ids, langs, cfg.eval, reference=refs, caches=caches, oracles=oracles
+    )
     rows += english_gaps(rows)
     write_leaderboard(rows, out, title="TEST split: LiRA vs baselines (XQuAD-R held-out questions)",
                       notes=model_notes(models))  # fmt: skip

@@ -147,8 +147,12 @@ def evaluate_encoders(
     ({method: EmbeddingCache}, filled here) lets several calls encode a shared record once."""
     caches = {} if caches is None else caches
     scenarios = build_scenarios(dataset, list(cfg.scenarios), languages, qids)
-    translated = {key for sc in scenarios if any(q.lang != "en" for q in sc.queries)
-                  for key in ((sc.name, sc.language), (sc.name, "all"))}  # fmt: skip
+    translated = {
+        key
+        for sc in scenarios
+        if any(q.lang != "en" for q in sc.queries)
+        for key in ((sc.name, sc.language), (sc.name, "all"))
+    }
     rows: list[Row] = []
     per_query: dict[tuple[str, str, str], dict[str, list[float]]] = defaultdict(dict)
     for method, encoder in encoders.items():

@@ -223,8 +223,7 @@ def translation_encoders(
 def translation_oracles(encoders: Mapping[str, Encoder]) -> dict[str, list[str]]:
     """{:data:`ORACLE`: the ``lira: h(<name>)`` rows of ``encoders``} when there are two or
     more, else {}: what the evaluators' per-question best is taken over."""
-    rows = [m for m, e in encoders.items()
-            if isinstance(e, TranslationEncoder) and e.translator]  # fmt: skip
+    rows = [m for m, e in encoders.items() if isinstance(e, TranslationEncoder) and e.translator]
     return {ORACLE: rows} if len(rows) > 1 else {}
 
 
