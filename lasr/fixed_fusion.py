@@ -1,12 +1,14 @@
 """The fixed score fusion of ẑ's blocks chosen on the validation split (``lasr.fusion_init``).
 
 For a query q and a document d every block b of ẑ (:data:`lasr.fusion.BLOCKS`: the English
-half, the multilingual half, g's own vector, g on the chosen English text) gives a cosine
+half, the multilingual half, g's own vector, g on the chosen English text, h on the untranslated
+text) gives a cosine
 cos_b(q, d). A *fixed* fusion scores Σ_b λ_b cos_b(q, d) with one weight per block and query type
 (English, foreign). :func:`per_query_ndcg` scores every λ of ``lasr.fusion_grid``^B on each
 validation query; :func:`select_fusion` (``lasr.fusion_rule: cv``, the default) keeps the
-grid's best λ only when it beats the plainest candidate (g alone for foreign queries, the best
-single block for English ones) *out of fold* (folds by question, leave-one-language-out for
+grid's best λ only when it beats the plainest candidate (the better of g alone and, with
+``lasr.raw_h``, h alone for foreign queries; the best single block for English ones) *out of
+fold* (folds by question, leave-one-language-out for
 foreign queries) with a paired 95% lower bound above 0, else that candidate: on xquad_minilm
 the in-sample pick (90.8 En-En on 83 questions) fell to 88.2 out of fold, below g alone (89.2).
 :func:`fitted_table` turns the weights into the head's per-type table: every document weighs
@@ -51,8 +53,8 @@ class FusionFit:
     fitted_score: float | None = None
     """The in-sample score of ``fitted``."""
     single: str = ""
-    """The rule's plainest candidate (:data:`lasr.fusion.BLOCKS` name): the fallback block, or
-    the best single block."""
+    """The rule's plainest candidate (:data:`lasr.fusion.BLOCKS` name): the best of the fallback
+    blocks, or the best single block."""
     oof: float | None = None
     """Out of fold: the mean score of the grid's best λ picked on the other folds."""
     oof_single: float | None = None
@@ -63,7 +65,7 @@ class FusionFit:
 
 @torch.no_grad()
 def block_cosines(net: LaSRNet, q: Sequence[Tensor], d: Sequence[Tensor]) -> Tensor:
-    """cos_b [4, Q, D] of query streams ``q`` and document streams ``d`` (LaSRNet arguments:
+    """cos_b [5, Q, D] of query streams ``q`` and document streams ``d`` (LaSRNet arguments:
     e_en, g_bins, feats, e_raw, g_tr) per block of ẑ (0 for an off block)."""
     was = net.training
     net.eval()
@@ -86,7 +88,7 @@ def fused_ndcg(
 
 
 def weight_grid(
-    grid: Sequence[float], allowed: Sequence[bool] = (True, True, True, True)
+    grid: Sequence[float], allowed: Sequence[bool] = (True,) * len(BLOCKS)
 ) -> list[tuple[float, ...]]:
     """Every λ ∈ grid^B (B = len(``allowed``)) with at least one weight > 0 (blocks not
     ``allowed`` stay 0), in grid order."""
@@ -108,8 +110,9 @@ def per_query_ndcg(
 ) -> Tensor:
     """nDCG@k [C, Q] of each query under each fusion λ of ``combos`` (cos [B, Q, D], labels
     [Q, D]; ``candidates`` [Q, D] bool restricts each query's documents). λ and c·λ (c > 0)
-    rank alike, so each direction λ / max λ is scored once (4,095 combinations of an 8-value
-    grid over 4 blocks are 1,695 directions). ``across_processes``: every process of a launch
+    rank alike, so each direction λ / max λ is scored once (of an 8-value grid of powers of 2 and
+    0, the 4,095 combinations over 4 blocks are 1,695 directions, the 32,767 over 5 blocks
+    15,961). ``across_processes``: every process of a launch
     calls it with the same inputs; each scores its share of the directions and the rows are
     gathered (the same matrix everywhere)."""
     mask = None if candidates is None else ~candidates.bool()
@@ -132,8 +135,9 @@ def per_query_ndcg(
 
 def _single_blocks(combos: Sequence[Sequence[float]]) -> dict[int, str]:
     """{index in ``combos``: block name} of the first combination that uses one block alone, in
-    :data:`lasr.fusion.BLOCKS` order (of two blocks that tie, e.g. g and g on the translation
-    for English queries, the earlier is the one picked)."""
+    :data:`lasr.fusion.BLOCKS` order (of two blocks that tie, e.g. g and g on the translation,
+    or the English half and h on the untranslated text, for English queries, the earlier is the
+    one picked)."""
     out: dict[int, str] = {}
     for i, lam in enumerate(combos):
         on = [b for b, w in enumerate(lam) if w > 0]
@@ -234,17 +238,18 @@ def select_fusion(
     folds: int = 5,
     rule: str = "cv",
     seed: int = 0,
-    fallback: str = "",
+    fallback: Sequence[str] = (),
 ) -> FusionFit:
     """The fusion λ of one query type from per-query validation scores ``scores`` [C, Q] (one
     row per λ of ``combos``; e.g. :func:`per_query_ndcg`), chosen so that it holds out of
     sample.
 
-    ``rule="cv"``: the candidates are every λ and the plainest one, ``fallback`` (a block of
-    :data:`lasr.fusion.BLOCKS` alone: g for foreign queries, the encoder a user would use
-    instead) or, without one, the best single block. Out of fold (:func:`cv_cells`: folds by
-    question, leave-one-language-out as well) the grid's best λ and the plainest candidate are
-    each picked on the fitting queries and scored on the held-out cell. The fitted λ (refitted
+    ``rule="cv"``: the candidates are every λ and the plainest one: the best of the ``fallback``
+    blocks of :data:`lasr.fusion.BLOCKS` alone that the grid has (g and h for foreign queries,
+    the encoders a user would use instead) or, without one, the best single block. Out of fold
+    (:func:`cv_cells`: folds by question, leave-one-language-out as well) the grid's best λ and
+    the plainest candidate (the best of them, with several) are each picked on the fitting
+    queries and scored on the held-out cell. The fitted λ (refitted
     on every query) is kept only when its out-of-fold gain over the plainest candidate has a
     paired 95% lower bound above 0 (a t interval over questions, each question's gain averaged
     over its languages); otherwise that candidate chosen on every query. ``rule="in_sample"``:
@@ -253,7 +258,9 @@ def select_fusion(
     singles = _single_blocks(combos)
     if not singles:
         raise ValueError("select_fusion: the grid has no single-block combination (add 1.0)")
-    plain = [i for i, name in singles.items() if name == fallback] or list(singles)
+    if isinstance(fallback, str):
+        raise TypeError(f"select_fusion: fallback is a tuple of block names, got {fallback!r}")
+    plain = [i for i, name in singles.items() if name in fallback] or list(singles)
     lang_ids = {lang: j for j, lang in enumerate(dict.fromkeys(langs))}
     lang = torch.tensor([lang_ids[x] for x in langs])
     single_idx = torch.tensor(plain)
@@ -284,13 +291,13 @@ def select_fusion(
 
 
 def fitted_table(foreign: Sequence[float] | None, english: Sequence[float] | None) -> Tensor:
-    """The head's block weights [4, 4] (rows :data:`lasr.fusion.TEXT_TYPES`): foreign and
+    """The head's block weights [4, 5] (rows :data:`lasr.fusion.TEXT_TYPES`): foreign and
     English queries get their fitted λ (the paper row where a type was not fitted), and every
     document, English or foreign, 1 on every block: one document row keeps documents of every
     language comparable in one index (a query scores each by the same Σ_b λ_b cos_b / (N_q
     N_d), N_d = √(blocks on)). Rows per document type made a mixed-language index rank by
     language (Multi-1 0.00 on the demo, 2026-11-28)."""
-    table = paper_weights(1.0, raw_g=True, translated_g=True)
+    table = paper_weights(1.0, raw_g=True, translated_g=True, raw_h=True)
     table[2:] = 1.0
     if foreign is not None:
         table[0] = torch.tensor(foreign)

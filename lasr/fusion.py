@@ -19,8 +19,10 @@ transformer into one embedding ẑ; it does not say how English keeps its qualit
   bins), so documents and queries both keep g's geometry where g is the stronger encoder, and
   with ``lasr.translated_g`` (beyond the paper) n(ḡ(y*)), the same on the chosen English text
   (= n(ḡ(x)) for an untranslated text): translate-test with g, so that a fused model can include
-  the plain ensemble g(x) + g(y*);
-- ẑ = normalize([w_en n(E_en); w_lr n(E_lr + Δ); w_g n(ḡ(x)); w_gt n(ḡ(y*))])
+  the plain ensemble g(x) + g(y*), and with ``lasr.raw_h`` (beyond the paper) n(h(x)), the
+  backbone on the untranslated text (= the English half of an untranslated text): with a
+  multilingual backbone h alone is the baseline LiRA must beat, and the fusion can include it;
+- ẑ = normalize([w_en n(E_en); w_lr n(E_lr + Δ); w_g n(ḡ(x)); w_gt n(ḡ(y*)); w_hx n(h(x))])
   (n = ℓ2-normalisation);
 - with ``lasr.fusion_init: validation`` the table starts at the best *fixed* score fusion of
   the blocks on the validation split (:mod:`lasr.fixed_fusion`): the cosine of a query and an
@@ -52,9 +54,9 @@ GATE_FEATURES = 9
 """[is en, is doc, en query, translated, s/10, e/10, p/10, sim, disagree] (:func:`gate_features`)."""
 IS_EN, IS_DOC, EN_QUERY = 0, 1, 2  # indices of the "English", "document", "English query" features
 MAX_LOG_GATE = 5.0  # e^-5 <= w <= e^5 for a block that is on: keeps ẑ well conditioned
-BLOCKS = ("en", "lr", "g", "gt")
+BLOCKS = ("en", "lr", "g", "gt", "hx")
 """The blocks of ẑ: the English half, the multilingual half, g's own vector (``raw_g``), g on
-the chosen English text (``translated_g``)."""
+the chosen English text (``translated_g``), h on the untranslated text (``raw_h``)."""
 TEXT_TYPES = ("foreign query", "English query", "foreign document", "English document")
 """Row order of the block-weight table: type = is_en + 2 · is_doc (:func:`text_type`)."""
 
@@ -68,7 +70,8 @@ def gate_features(
 ) -> Tensor:
     """Gate features [B, 9] from flags [B], [B], the chosen candidate's c_k [B, 4] (Eq. 6:
     critic scores in [1, 10], sim; rows without a translation carry 5.5, 0) and the backbone's
-    disagreement 1 − cos(h(x), h(y*)) [B] (default 0: untranslated, or no raw view)."""
+    disagreement 1 − cos(h(x), h(y*)) [B] (default 0: untranslated, or h(x) not computed:
+    neither ``raw_view`` nor ``raw_h``)."""
     b = is_english.shape[0]
     disagree = torch.zeros(b) if disagree is None else disagree
     en = is_english.float().view(b, 1)
@@ -93,14 +96,16 @@ def text_type(feats: Tensor) -> Tensor:
 
 
 def paper_weights(
-    gate_init: float = 1.0, raw_g: bool = False, translated_g: bool = False
+    gate_init: float = 1.0, raw_g: bool = False, translated_g: bool = False, raw_h: bool = False
 ) -> Tensor:
-    """The paper reading's block weights [4, 4] (rows :data:`TEXT_TYPES`, columns
+    """The paper reading's block weights [4, 5] (rows :data:`TEXT_TYPES`, columns
     :data:`BLOCKS`): the English half 1, the multilingual half ``gate_init`` except for English
-    queries (0: English retrieval is the backbone's), g's own vector with ``raw_g`` and g on the
-    translation with ``translated_g`` like the multilingual half (else 0)."""
+    queries (0: English retrieval is the backbone's), g's own vector with ``raw_g``, g on the
+    translation with ``translated_g`` and h on the untranslated text with ``raw_h`` like the
+    multilingual half (else 0; English queries 0 too: their English half already is h(x))."""
     gi = gate_init
-    w = torch.tensor([[1.0, gi, gi if raw_g else 0.0, gi if translated_g else 0.0]]).repeat(4, 1)
+    on = (True, True, raw_g, translated_g, raw_h)
+    w = torch.tensor([[1.0] + [gi if b else 0.0 for b in on[1:]]]).repeat(len(TEXT_TYPES), 1)
     w[1, 1:] = 0.0  # English queries
     return w
 
@@ -111,10 +116,10 @@ def _gate_feats(e_en: Tensor, feats: Tensor | None) -> Tensor:
 
 
 class FusionHead(nn.Module):
-    """ẑ [B, d_en + d_lr + d_g + d_gt] from E_en [B, d_en], E_lr [B, d_lr], gate features
-    [B, 9], the backbone's view of the untranslated text h(x) [B, d_en] (the raw view), g's own
-    vector ḡ(x) [B, d_g] (``raw_g``) and g on the chosen English text ḡ(y*) [B, d_gt]
-    (``translated_g``)."""
+    """ẑ [B, d_en + d_lr + d_g + d_gt + d_hx] from E_en [B, d_en], E_lr [B, d_lr], gate
+    features [B, 9], the backbone's view of the untranslated text h(x) [B, d_en] (the raw view,
+    and the block ``hx`` with ``d_hx = d_en``), g's own vector ḡ(x) [B, d_g] (``raw_g``) and g
+    on the chosen English text ḡ(y*) [B, d_gt] (``translated_g``)."""
 
     def __init__(
         self,
@@ -130,6 +135,7 @@ class FusionHead(nn.Module):
         raw_view: bool = False,
         d_g: int = 0,
         d_gt: int = 0,
+        d_hx: int = 0,
     ) -> None:
         super().__init__()
         if not (use_en or use_lr):
@@ -138,8 +144,10 @@ class FusionHead(nn.Module):
             raise ValueError(f"fusion_dim {fusion_dim} must be divisible by heads {heads}")
         if gate_init <= 0:
             raise ValueError(f"gate_init must be > 0, got {gate_init}")
+        if d_hx not in (0, d_en):
+            raise ValueError(f"d_hx is h(x)'s width: 0 (no hx block) or d_en={d_en}, got {d_hx}")
         self.d_en, self.d_lr, self.d_g = d_en, d_lr, (d_g if use_lr else 0)
-        self.d_gt = d_gt if use_lr else 0
+        self.d_gt, self.d_hx = (d_gt if use_lr else 0), d_hx
         self.use_en, self.use_lr, self.raw_view = use_en, use_lr, raw_view
         self.proj_en = nn.Linear(d_en, fusion_dim)
         self.proj_lr = nn.Linear(d_lr, fusion_dim)
@@ -172,11 +180,11 @@ class FusionHead(nn.Module):
             self.raw_gate.bias.zero_()  # w = 1: translation and raw text count the same
             self.gate_mlp[-1].weight.zero_()
             self.gate_mlp[-1].bias.zero_()
-        self.set_weights(paper_weights(gate_init, self.d_g > 0, self.d_gt > 0))
+        self.set_weights(paper_weights(gate_init, *self.blocks_on[2:]))
 
     @property
     def dim(self) -> int:
-        """Output dimension d_en + d_lr + d_g + d_gt."""
+        """Output dimension d_en + d_lr + d_g + d_gt + d_hx."""
         return sum(self.splits)
 
     def loss_log_scale(self) -> Tensor:
@@ -200,23 +208,24 @@ class FusionHead(nn.Module):
         return idle
 
     @property
-    def splits(self) -> tuple[int, int, int, int]:
+    def splits(self) -> tuple[int, ...]:
         """Widths of the blocks of ẑ, in :data:`BLOCKS` order."""
-        return self.d_en, self.d_lr, self.d_g, self.d_gt
+        return self.d_en, self.d_lr, self.d_g, self.d_gt, self.d_hx
 
     @property
     def blocks_on(self) -> tuple[bool, ...]:
         """Which blocks of :data:`BLOCKS` this head has (a disabled stream or block is off)."""
-        return self.use_en, self.use_lr, self.d_g > 0, self.d_gt > 0
+        return self.use_en, self.use_lr, self.d_g > 0, self.d_gt > 0, self.d_hx > 0
 
     @torch.no_grad()
     def set_weights(self, table: Tensor) -> None:
-        """Set the block weights [4, 4] (rows :data:`TEXT_TYPES`, columns :data:`BLOCKS`,
+        """Set the block weights [4, 5] (rows :data:`TEXT_TYPES`, columns :data:`BLOCKS`,
         >= 0): 0 turns a block off for that type (exactly, for good); the per-text MLP is
         reset to zero, so every text of a type gets its row. A disabled stream stays off."""
         table = torch.as_tensor(table, dtype=torch.float32).clone()
         if table.shape != self.type_logw.shape or bool((table < 0).any()):
-            raise ValueError(f"block weights must be >= 0 with shape (4, 4), got {table}")
+            shape = tuple(self.type_logw.shape)
+            raise ValueError(f"block weights must be >= 0 with shape {shape}, got {table}")
         table *= torch.tensor(self.blocks_on, dtype=torch.float32)
         self.type_on.copy_((table > 0).float())
         self.type_logw.copy_(table.clamp(min=math.exp(-MAX_LOG_GATE)).log())
@@ -224,11 +233,11 @@ class FusionHead(nn.Module):
         self.gate_mlp[-1].bias.zero_()
 
     def table(self) -> Tensor:
-        """The per-type block weights [4, 4] the head uses now (before the per-text MLP)."""
+        """The per-type block weights [4, 5] the head uses now (before the per-text MLP)."""
         return self.type_logw.detach().clamp(-MAX_LOG_GATE, MAX_LOG_GATE).exp() * self.type_on
 
     def weights(self, feats: Tensor) -> Tensor:
-        """w_b(x) [B, 4]: exp(T[type(x), b] + MLP_b(features)), exactly 0 for an off block."""
+        """w_b(x) [B, 5]: exp(T[type(x), b] + MLP_b(features)), exactly 0 for an off block."""
         t = text_type(feats)
         rho = self.type_logw[t] + self.gate_mlp(feats)
         return rho.clamp(-MAX_LOG_GATE, MAX_LOG_GATE).exp() * self.type_on[t]
@@ -273,21 +282,25 @@ class FusionHead(nn.Module):
         g_vec: Tensor | None = None,
         g_tr: Tensor | None = None,
     ) -> list[Tensor]:
-        """The unit blocks [n(E_en); n(E_lr + Δ); n(ḡ(x)); n(ḡ(y*))] of :data:`BLOCKS` (an off
-        block is 0; ``g_tr`` defaults to ``g_vec``: nothing was translated)."""
+        """The unit blocks [n(E_en); n(E_lr + Δ); n(ḡ(x)); n(ḡ(y*)); n(h(x))] of :data:`BLOCKS`
+        (an off block is 0, or [B, 0] for g, gt and hx; ``g_tr`` defaults to ``g_vec`` and
+        ``e_raw`` to ``e_en``: nothing was translated)."""
         feats = _gate_feats(e_en, feats).to(e_en.dtype)
         e_raw = e_en if e_raw is None else e_raw.to(e_en.dtype)
         en = self.english(e_en, e_raw, feats) if self.use_en else torch.zeros_like(e_en)
         g = self._g_block(g_vec, self.d_g, "g's own block (raw_g): pass g_vec", e_en)
         g_tr = g_vec if g_tr is None else g_tr
         gt = self._g_block(g_tr, self.d_gt, "g's translation block (translated_g): pass g_tr", e_en)
+        # the English half x would have untranslated: n(h(x)), bit-identical to ``en`` where
+        # nothing was translated (e_raw = e_en), so that the two tie exactly for English texts
+        hx = self.english(e_raw, e_raw, feats) if self.d_hx else e_en.new_zeros(len(e_en), 0)
         if not self.use_lr:
-            return [en, torch.zeros_like(e_lr), g, gt]
+            return [en, torch.zeros_like(e_lr), g, gt, hx]
         tokens = [self.proj_lr(e_lr).unsqueeze(1) + self.stream[1]]
         if self.use_en:
             tokens.insert(0, self.proj_en(en).unsqueeze(1) + self.stream[0])
         h = self.norm(self.encoder(torch.cat(tokens, dim=1)).mean(dim=1))  # [B, f]
-        return [en, F.normalize(e_lr + self.delta(h), dim=-1), g, gt]
+        return [en, F.normalize(e_lr + self.delta(h), dim=-1), g, gt, hx]
 
     @staticmethod
     def _g_block(vec: Tensor | None, width: int, missing: str, like: Tensor) -> Tensor:
@@ -308,9 +321,9 @@ class FusionHead(nn.Module):
         g_tr: Tensor | None = None,
     ) -> Tensor:
         """ẑ [B, dim] (unit norm); ``feats`` [B, 9] default to zeros, ``e_raw`` [B, d_en] (h of
-        the untranslated text) to ``e_en`` (nothing was translated), ``g_vec`` [B, d_g] is g's
-        own vector (needed with ``raw_g``), ``g_tr`` [B, d_gt] g on the chosen English text
-        (``translated_g``; default ``g_vec``)."""
+        the untranslated text: the raw view and ``hx``) to ``e_en`` (nothing was translated),
+        ``g_vec`` [B, d_g] is g's own vector (needed with ``raw_g``), ``g_tr`` [B, d_gt] g on
+        the chosen English text (``translated_g``; default ``g_vec``)."""
         feats = _gate_feats(e_en, feats)
         return self.combine(self.blocks(e_en, e_lr, feats, e_raw, g_vec, g_tr), feats)
 

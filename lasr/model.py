@@ -13,7 +13,7 @@ For a text x in language l the model computes two streams and fuses them (paper 
 - h(x): the backbone on the untranslated text (the raw view, ``lasr.raw_view``), mixed into the
   English half by a learned weight (= E_en for English and untranslated texts);
 - ḡ(x), ḡ(y*): g's own vector (``lasr.raw_g``) and g on the chosen English text
-  (``lasr.translated_g``);
+  (``lasr.translated_g``); h(x) is also a block of its own with ``lasr.raw_h``;
 
 and returns ẑ = FusionHead(E_en, E_lr, features, h(x), ḡ(x), ḡ(y*)), ℓ2-normalised
 (:mod:`lasr.fusion`: a per-text weighted concatenation, so English keeps the backbone's order).
@@ -127,7 +127,8 @@ class LiRAModel(nn.Module):
 
     @property
     def dim(self) -> int:
-        """Embedding dimension d_en + d_lr (+ d_g with lasr.raw_g and with lasr.translated_g)."""
+        """Embedding dimension d_en + d_lr (+ d_g with lasr.raw_g and with lasr.translated_g,
+        + d_en with lasr.raw_h)."""
         return self.head.dim
 
     def set_head(self, lasr: LaSRArchitecture, head: FusionHead | None = None) -> None:
@@ -146,6 +147,7 @@ class LiRAModel(nn.Module):
             raw_view=lasr.raw_view,
             d_g=self.arca.adaptor.d_g if lasr.raw_g else 0,
             d_gt=self.arca.adaptor.d_g if lasr.translated_g else 0,
+            d_hx=self.d_en if lasr.raw_h else 0,
         )
         # LaSR's own Adaptor (App. D.1, trained end to end); Arca's keeps scoring candidates
         adaptor = copy.deepcopy(self.arca.adaptor)
@@ -316,10 +318,11 @@ class LiRAModel(nn.Module):
     @torch.no_grad()
     def translation_unused(self, kind: str) -> bool:
         """True when a foreign text of ``kind`` embeds the same with and without its
-        translation: the blocks that read it (the English half, g on the translation) have
-        weight 0 for its type (off blocks), and nothing else reads it — the multilingual half is
-        off or its residual Δ is zero (Δ reads the English half), and the block weights do not
-        read the translation's gate features (one block on, or a zero per-text MLP)."""
+        translation: the blocks that read it (the English half, g on the translation; h on the
+        untranslated text does not) have weight 0 for its type (off blocks), and nothing else
+        reads it — the multilingual half is off or its residual Δ is zero (Δ reads the English
+        half), and the block weights do not read the translation's gate features (one block
+        on, or a zero per-text MLP)."""
         head = self.head
         on = head.type_on[0 if kind == "query" else 2].bool().tolist()
         if on[BLOCKS.index("en")] or on[BLOCKS.index("gt")]:

@@ -46,6 +46,7 @@ BLOCK_WORDS = {
     "lr": "the multilingual half (Arca's Adaptor on g)",
     "g": "g's own vector",
     "gt": "g on the chosen translation",
+    "hx": "the backbone on the untranslated text",
 }
 """Plain names of the blocks of ẑ (:data:`lasr.fusion.BLOCKS`)."""
 DEMO_SOURCES = {
@@ -108,12 +109,18 @@ def parts_sentence(model: LiRAModel) -> str:
     return " ".join(out)
 
 
+CARD_BLOCKS = BLOCKS[:4]
+"""The blocks the card's weight table always shows (as before ``hx``); another block is shown
+where the head has it."""
+
+
 def _weights_table(model: LiRAModel) -> list[str]:
-    table = model.head.table().tolist()
-    lines = ["| text | " + " | ".join(BLOCK_WORDS[b] for b in BLOCKS) + " |",
-             "|---|" + "---|" * len(BLOCKS)]  # fmt: skip
-    lines += [f"| {t} | " + " | ".join(f"{w:.3g}" for w in row) + " |"
-              for t, row in zip(TEXT_TYPES, table)]  # fmt: skip
+    shown = [i for i, (b, on) in enumerate(zip(BLOCKS, model.head.blocks_on))
+             if on or b in CARD_BLOCKS]  # fmt: skip
+    lines = ["| text | " + " | ".join(BLOCK_WORDS[BLOCKS[i]] for i in shown) + " |",
+             "|---|" + "---|" * len(shown)]  # fmt: skip
+    lines += [f"| {t} | " + " | ".join(f"{row[i]:.3g}" for i in shown) + " |"
+              for t, row in zip(TEXT_TYPES, model.head.table().tolist())]  # fmt: skip
     return lines
 
 

@@ -54,7 +54,8 @@ class StreamModel(Protocol):
 @dataclass
 class Streams:
     """What LaSR fuses, per text: E_en [B, d_en], P_S(g(x)) bins [B, S, d_g], features [B, 9],
-    h(x) [B, d_en] (the backbone on the untranslated text; = E_en when nothing was translated)
+    h(x) [B, d_en] (the backbone on the untranslated text; = E_en when nothing was translated or
+    without ``lasr.raw_view`` and ``lasr.raw_h``)
     and ḡ(y*) [B, d_g] (g on the chosen English text; = the mean of the bins when nothing was
     translated or without ``lasr.translated_g``)."""
 
@@ -187,8 +188,9 @@ def compute_streams(
 ) -> Streams:
     """The :class:`Streams` of distinct ``texts`` (no memo): g's pooled bins, the backbone on
     the chosen English text (:func:`chosen_english`; the text itself when ``translate`` is
-    false), the raw view, g on the chosen English text (``lasr.translated_g``) and the gate
-    features; the encoders run in batches of ``batch_size`` (None: all at once)."""
+    false), h on the untranslated text of the translated ones (``lasr.raw_view`` or
+    ``lasr.raw_h``), g on the chosen English text (``lasr.translated_g``) and the gate features;
+    the encoders run in batches of ``batch_size`` (None: all at once)."""
     bs = batch_size or max(len(texts), 1)
     g_bins = torch.cat(
         [
@@ -203,7 +205,8 @@ def compute_streams(
         picked = torch.tensor([[NEUTRAL_SCORE] * 3 + [0.0]]).repeat(len(texts), 1)
     e_en = _backbone(model, english, kind, bs)
     e_raw = e_en.clone()
-    rows = [i for i in range(len(texts)) if translated[i]] if model.lasr_cfg.raw_view else []
+    raw = model.lasr_cfg.raw_view or model.lasr_cfg.raw_h
+    rows = [i for i in range(len(texts)) if translated[i]] if raw else []
     disagree = torch.zeros(len(texts))  # exactly 0 where h(x) was not computed
     if rows:  # the backbone's own view of the texts it did not see untranslated
         e_raw[rows] = _backbone(model, [texts[i] for i in rows], kind, bs)

@@ -27,7 +27,7 @@ from lasr.fixed_fusion import (
     select_fusion,
     weight_grid,
 )
-from lasr.fusion import LaSRNet
+from lasr.fusion import BLOCKS, LaSRNet
 from lasr.model import LiRAModel
 from lira.accelerator import live_world
 from lira.config import ConfigError
@@ -77,7 +77,7 @@ def validation_scores(
     desc, main = f"lasr: {len(combos)} fixed fusions", live_world()[1] == 0
     for name, data in tqdm(pools.items(), desc=desc, unit="pool", disable=not main):
         qb, db = retrieval_banks(model, data, batch_size)
-        cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())  # [4, Q, D]
+        cos = block_cosines(model.net, qb.streams.tensors(), db.streams.tensors())  # [5, Q, D]
         labels = relevance_matrix(qb.keys, db.keys, data.qrels)  # [Q, D]
         rows = [i for i in range(len(qb.keys)) if labels[i].any()]
         if not rows:
@@ -101,11 +101,12 @@ def validation_scores(
     return out
 
 
-FALLBACK = {"foreign": "g", "en": ""}
-"""The plainest candidate of each query type's fit (:func:`lasr.fixed_fusion.select_fusion`): g
-alone for foreign queries (the multilingual encoder a user would use instead of LiRA; a block
-such as g on the translation alone would drop the source text), the best single block for
-English ones."""
+FALLBACK: dict[str, tuple[str, ...]] = {"foreign": ("g", "hx"), "en": ()}
+"""The plainest candidates of each query type's fit (:func:`lasr.fixed_fusion.select_fusion`):
+for foreign queries the better of g alone and h alone on the untranslated text (the encoders a
+user would use instead of LiRA, where the head has their blocks, ``lasr.raw_g`` /
+``lasr.raw_h``; a block such as g on the translation alone would drop the source text), the best
+single block for English ones."""
 
 
 def fit_validation_fusion(
@@ -125,7 +126,9 @@ def fit_validation_fusion(
         return fits
     head = model.net.head
     combos = weight_grid(cfg.fusion_grid, head.blocks_on)
-    log.info("lasr: scoring %d fixed fusions on %d validation pools", len(combos), len(pools))
+    names = ", ".join(b for b, on in zip(BLOCKS, head.blocks_on) if on)
+    log.info("lasr: scoring %d fixed fusions of (%s) on %d validation pools", len(combos), names,
+             len(pools))  # fmt: skip
     weights: dict[str, tuple[float, ...] | None] = {"foreign": None, "en": None}
     for kind, v in validation_scores(
         model, pools, combos, cfg.ndcg_k, cfg.encode_batch_size
@@ -134,13 +137,19 @@ def fit_validation_fusion(
                             cfg.fusion_folds, cfg.fusion_rule, cfg.seed, FALLBACK[kind])  # fmt: skip
         fits[kind] = fit
         weights[kind] = fit.weights
-        log.info("lasr: fixed fusion on validation (%s rule), %s queries: λ(en, lr, g, gt) = %s, "
+        log.info("lasr: fixed fusion on validation (%s rule), %s queries: λ(%s) = %s, "
                  "score %.4f in sample, %.4f out of fold (single block %s: %.4f out of fold; "
                  "gain %.4f [%.4f, %.4f]); in sample the grid's best %s scores %.4f",
-                 fit.rule, kind, fit.weights, fit.score, fit.oof, fit.single, fit.oof_single,
-                 *fit.gain, fit.fitted, fit.fitted_score)  # fmt: skip
+                 fit.rule, kind, names, _on(fit.weights, head.blocks_on), fit.score, fit.oof,
+                 fit.single, fit.oof_single, *fit.gain, _on(fit.fitted, head.blocks_on),
+                 fit.fitted_score)  # fmt: skip
     head.set_weights(fitted_table(weights["foreign"], weights["en"]))
     return fits
+
+
+def _on(weights: tuple[float, ...], on: tuple[bool, ...]) -> tuple[float, ...]:
+    """The weights of the blocks that are on (what the log names)."""
+    return tuple(w for w, b in zip(weights, on) if b)
 
 
 def _query_score(parts: list[tuple[bool, Tensor]]) -> Tensor:

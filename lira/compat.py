@@ -88,8 +88,9 @@ per-text MLP's last layer)."""
 
 def head_state_with_blocks(state: Mapping[str, object], blocks: int) -> dict[str, object]:
     """A fusion head's saved tensors with ``blocks`` blocks: a ``lira-v3`` folder saved before
-    g's translation block (3 blocks) gets that block off (``type_on`` 0; zero log-weights and
-    MLP row), so it loads and embeds exactly as it was saved."""
+    g's translation block (3 blocks) or before h's block on the untranslated text (4 blocks)
+    gets each missing block off (``type_on`` 0; zero log-weights and MLP row), so it loads and
+    embeds exactly as it was saved."""
     import torch
 
     out = dict(state)

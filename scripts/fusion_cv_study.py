@@ -32,11 +32,11 @@ from lira.data.splits import load_splits, validation_pools
 from lira.data.xquad_r import plain_qid
 from pipeline.runconfig import RunConfig, load_config
 
-G_ALONE = (0.0, 0.0, 1.0, 0.0)
+G_ALONE = (0.0, 0.0, 1.0, 0.0, 0.0)
 
 
 def nested_choice(
-    v: PoolScores, combos: list, rule: str, folds: int, seed: int, fallback: str = ""
+    v: PoolScores, combos: list, rule: str, folds: int, seed: int, fallback: tuple[str, ...] = ()
 ) -> dict[str, int]:
     """{query id: index in ``combos`` of the λ that ``rule`` picks without that query's fold
     (and, with two or more languages, without its language)}."""

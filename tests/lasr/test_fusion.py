@@ -9,8 +9,18 @@ import torch
 import torch.nn.functional as F
 
 from arca.adaptor import Adaptor
-from lasr.fusion import GATE_FEATURES, FusionHead, LaSRNet, gate_features, pack
+from lasr.fusion import (
+    BLOCKS,
+    GATE_FEATURES,
+    MAX_LOG_GATE,
+    FusionHead,
+    LaSRNet,
+    gate_features,
+    pack,
+    text_type,
+)
 from lasr.losses import soft_ndcg_loss, standardize_rows
+from lira.compat import HEAD_BLOCK_COLUMNS, head_state_with_blocks
 
 
 def _feats(b: int, english_query: bool = False, doc: bool = False) -> torch.Tensor:
@@ -119,7 +129,7 @@ def test_regate_applies_the_current_gate_to_a_cached_embedding():
     assert torch.allclose(head.regate(cached, feats), fresh, atol=1e-6)
     head.regate(cached, feats)[:, 6:].sum().backward()
     assert head.type_logw.grad is not None and head.type_logw.grad[3, 1].abs() > 0
-    assert torch.equal(head.type_logw.grad[:3], torch.zeros(3, 4))  # only their own row
+    assert torch.equal(head.type_logw.grad[:3], torch.zeros(3, 5))  # only their own row
 
 
 def test_scale_free_scores_take_the_score_scale_away_from_the_gate():
@@ -153,8 +163,9 @@ def test_block_weights_g_block_and_the_fused_cosine_by_hand():
     off block is an exact 0 that neither the table nor the per-text MLP can turn on."""
     torch.manual_seed(0)
     head = FusionHead(6, 4, fusion_dim=8, layers=1, heads=2, dropout=0.0, d_g=5, d_gt=5).eval()
-    assert head.dim == 20 and head.splits == (6, 4, 5, 5)
-    table = torch.tensor([[1.0, 0.5, 2.0, 0.25], [1.0, 0.0, 3.0, 0.0], [1.0] * 4, [1.0] * 4])
+    assert head.dim == 20 and head.splits == (6, 4, 5, 5, 0)  # no hx block (raw_h off)
+    doc = [1.0, 1.0, 1.0, 1.0, 0.0]
+    table = torch.tensor([[1.0, 0.5, 2.0, 0.25, 0.0], [1.0, 0.0, 3.0, 0.0, 0.0], doc, doc])
     head.set_weights(table)
     assert torch.allclose(head.table(), table, atol=1e-6)
     q = [torch.randn(4, 6), torch.randn(4, 4), torch.randn(4, 5), torch.randn(4, 5)]
@@ -178,3 +189,38 @@ def test_block_weights_g_block_and_the_fused_cosine_by_hand():
         head(q[0], q[1], _feats(4))
     with pytest.raises(ValueError, match=">= 0"):
         head.set_weights(-table)
+
+
+def test_a_head_saved_with_four_blocks_loads_and_embeds_bit_identically():
+    """A head saved before h's block on the untranslated text (4 columns in its tables and the
+    per-text MLP's last layer) loads through :func:`lira.compat.head_state_with_blocks` with
+    that block off, and embeds bit for bit as the 4-block head did (ẑ computed from the saved
+    tensors, trained gate and Δ included); without the padding it does not load."""
+    torch.manual_seed(0)
+    kw = dict(fusion_dim=8, layers=1, heads=2, dropout=0.0, raw_view=True, d_g=5, d_gt=5)
+    head = FusionHead(6, 4, **kw).eval()
+    head.set_weights(torch.tensor([[1.0, 0.5, 2.0, 0.25, 0.0], [1.0, 0.0, 3.0, 0.0, 0.0]]
+                                  + [[1.0, 1.0, 1.0, 1.0, 0.0]] * 2))  # fmt: skip
+    for p in (head.gate_mlp[-1].weight, head.delta.weight, head.raw_gate.weight):
+        torch.nn.init.normal_(p, std=0.3)
+    saved = {k: v.clone() for k, v in head.state_dict().items()}
+    for name in HEAD_BLOCK_COLUMNS:  # what a 4-block head saved
+        saved[name] = saved[name][:, :4] if name.startswith("type_") else saved[name][:4]
+    loaded = FusionHead(6, 4, **kw).eval()
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        loaded.load_state_dict(saved)
+    loaded.load_state_dict(head_state_with_blocks(saved, len(BLOCKS)))
+    assert loaded.type_on[:, 4].eq(0).all() and loaded.dim == 20
+    e_en, e_lr, e_raw = torch.randn(6, 6), torch.randn(6, 4), torch.randn(6, 6)
+    g_vec, g_tr = torch.randn(6, 5), torch.randn(6, 5)
+    feats = torch.cat([_feats(2), _feats(2, english_query=True), _feats(2, doc=True)])
+    feats[:, 4:] = torch.rand(6, GATE_FEATURES - 4)  # critic scores, sim, disagree
+    z = loaded(e_en, e_lr, feats, e_raw, g_vec, g_tr)
+    t = text_type(feats)
+    mlp = F.linear(loaded.gate_mlp[:2](feats), saved["gate_mlp.2.weight"], saved["gate_mlp.2.bias"])
+    w = (saved["type_logw"][t] + mlp).clamp(-MAX_LOG_GATE, MAX_LOG_GATE).exp()
+    w = w * saved["type_on"][t]  # the 4-block head's w_b(x) [6, 4]
+    blocks = loaded.blocks(e_en, e_lr, feats, e_raw, g_vec, g_tr)
+    assert blocks[4].shape == (6, 0)
+    want = F.normalize(torch.cat([w[:, i : i + 1] * b for i, b in enumerate(blocks[:4])], -1))
+    assert torch.equal(z, want)

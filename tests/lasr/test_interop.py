@@ -258,14 +258,14 @@ def test_hub_id_loading_and_push_to_hub_without_network(saved, tmp_path, monkeyp
 
 
 def test_a_zero_english_weight_skips_the_translator_and_says_so_once(saved, caplog):
-    """Weights λ(en, lr, g, gt) = (0, 0, 0.125, 0) for foreign queries (the demo model's fit): the
+    """Weights λ(en, lr, g, gt, hx) = (0, 0, 0.125, 0, 0) for foreign queries (the demo model's fit): the
     translation is unused, so no candidate is looked up (no online translator would run), the
     vectors are exactly those with translation, and one plain sentence says why."""
     model, _, texts, langs, _ = saved
     fused = LiRAModel(model.models_cfg, model.translation_cfg, model.arca_cfg, model.lasr_cfg,
                       model.backbone, model.arca, model.store)  # fmt: skip
     table = fused.head.table().clone()
-    table[0] = torch.tensor([0.0, 0.0, 0.125, 0.0])
+    table[0] = torch.tensor([0.0, 0.0, 0.125, 0.0, 0.0])
     fused.head.set_weights(table)
     assert fused.translation_unused("query") and not fused.translation_unused("document")
     st = fused.streams(texts, langs, "query")  # with the stored translations
@@ -297,7 +297,7 @@ def test_a_zero_english_weight_skips_the_translator_and_says_so_once(saved, capl
     md = leaderboard_markdown([row], "Leaderboard", notes=notes)
     assert md.index(said[0]) < md.index("## ndcg@10")
     # a head whose multilingual half reads the English half (Δ ≠ 0): the translation matters
-    table[0] = torch.tensor([0.0, 1.0, 0.125, 0.0])
+    table[0] = torch.tensor([0.0, 1.0, 0.125, 0.0, 0.0])
     fused.head.set_weights(table)
     torch.nn.init.normal_(fused.head.delta.weight, std=0.05)
     assert not fused.translation_unused("query")
@@ -306,8 +306,15 @@ def test_a_zero_english_weight_skips_the_translator_and_says_so_once(saved, capl
     gt = LiRAModel(model.models_cfg, model.translation_cfg, model.arca_cfg, arch,
                    model.backbone, model.arca, model.store)  # fmt: skip
     for w_gt, unused in ((0.5, False), (0.0, True)):
-        gt.head.set_weights(torch.tensor([[0.0, 0.0, 0.125, w_gt]] + [[1.0] * 4] * 3))
+        gt.head.set_weights(torch.tensor([[0.0, 0.0, 0.125, w_gt, 0.0]] + [[1.0] * 5] * 3))
         assert gt.translation_unused("query") is unused, w_gt
+    # h on the untranslated text (lasr.raw_h) does not read it
+    arch = dataclasses.replace(model.lasr_cfg, raw_h=True)
+    hx = LiRAModel(model.models_cfg, model.translation_cfg, model.arca_cfg, arch,
+                   model.backbone, model.arca, model.store)  # fmt: skip
+    hx.head.set_weights(torch.tensor([[0.0, 0.0, 0.125, 0.0, 2.0]] + [[1.0] * 5] * 3))
+    assert hx.translation_unused("query") and not hx.translation_unused("document")
+    assert "the backbone on the untranslated text" in hx.parts_note()
 
 
 # ------------------------------------------------------------------------ issue 52: round trips

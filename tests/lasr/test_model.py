@@ -82,6 +82,47 @@ def test_streams_use_the_chosen_translation(stack):
     assert torch.equal(en.e_raw, en.e_en) and en.feats[:, 8].eq(0).all()
 
 
+def test_raw_h_gives_the_backbone_on_the_untranslated_text_a_block(stack):
+    """``lasr.raw_h``: the streams carry h(x) for translated texts (raw view off; the
+    disagreement 1 − cos(h(x), h(y*)) with it) and the translation's E_en unchanged; ẑ has a
+    fifth block n(h(x)), and with the foreign queries' weight on it alone (the fixed fusion
+    λ = hx) LiRA ranks English documents exactly as h on the untranslated queries, without
+    looking up a translation (hx does not read it)."""
+    from lasr.fixed_fusion import fitted_table
+
+    model, _, _ = stack
+    head, cfg, memo = model.head, model.lasr_cfg, model._memo
+    off = model._compute_streams(DE, ["de", "de"], "query", None)
+    try:
+        model._memo = {}  # streams memoised without raw_h lack h(x)
+        model.lasr_cfg = dataclasses.replace(cfg, raw_h=True)
+        model.set_head(model.lasr_cfg)
+        assert model.head.splits[4] == model.d_en and model.dim == head.dim + model.d_en
+        st = model._compute_streams(DE, ["de", "de"], "query", None)
+        raw = torch.as_tensor(model.backbone.encode(DE, kind="query"))  # h(x)
+        assert torch.allclose(st.e_raw, raw, atol=1e-5) and torch.equal(st.e_en, off.e_en)
+        disagree = 1 - torch.nn.functional.cosine_similarity(st.e_en, raw, dim=-1)
+        assert torch.allclose(st.feats[:, 8], disagree, atol=1e-5) and (disagree > 0.01).all()
+        blocks = model.net.blocks(*st.net_inputs("cpu"))
+        assert torch.allclose(blocks[4], torch.nn.functional.normalize(raw, dim=-1), atol=1e-5)
+        model.head.set_weights(fitted_table((0.0, 0.0, 0.0, 0.0, 1.0), None))
+        assert model.translation_unused("query") and not model.translation_unused("document")
+        docs = ["The defense allowed 24 points.", "Peyton Manning led the team.",
+                "Paris is the capital.", "The game was in February.", "Points were scored."]  # fmt: skip
+        looked = []
+        real = model.candidates
+        model.candidates = lambda *a, **k: (looked.append(a[0]), real(*a, **k))[1]
+        q = model.encode(DE, ["de", "de"])
+        assert looked == []  # the translation of a foreign query is not needed
+        d = model.encode(docs, ["en"] * 5, kind="document")
+        hd = model.backbone.encode(docs, kind="document")
+        assert (np.argsort(-(q @ d.T), axis=1) == np.argsort(-(raw.numpy() @ hd.T), axis=1)).all()
+    finally:
+        model.__dict__.pop("candidates", None)
+        model._memo = memo
+        model.set_head(cfg, head)
+
+
 @pytest.mark.parametrize("raw_view", [False, True])
 def test_english_queries_rank_documents_as_the_backbone(stack, raw_view):
     """English queries have r = 0 and every English document shares one r, so the head ranks
@@ -177,10 +218,12 @@ def test_save_pretrained_fresh_process_identical_embeddings(stack, tmp_path):
         LiRAModel.from_pretrained(folder)
 
 
-def test_a_folder_of_the_older_layout_loads_the_same(stack, tmp_path, caplog):
+@pytest.mark.parametrize("blocks", [3, 4])
+def test_a_folder_of_the_older_layout_loads_the_same(stack, tmp_path, caplog, blocks):
     """A folder saved before the ``architecture`` section holds the fusion head's shape inside
-    ``lasr`` (with the critic switches since moved to ``arca``), and one saved before g's
-    translation block has a three-block head and no ``translated_g``: it loads, embeds as the
+    ``lasr`` (with the critic switches since moved to ``arca``), one saved before g's
+    translation block has a three-block head and no ``translated_g``, and one saved before h's
+    block on the untranslated text a four-block head and no ``raw_h``: it loads, embeds as the
     model did, and a save writes today's layout (:mod:`lira.compat`)."""
     from safetensors.torch import load_file, save_file
 
@@ -195,20 +238,22 @@ def test_a_folder_of_the_older_layout_loads_the_same(stack, tmp_path, caplog):
     assert meta["architecture"]["fusion_dim"] == 32 and "fusion_dim" not in meta["lasr"]
     old = {k: v for k, v in meta.items() if k != "architecture"}
     old["lasr"] = {**meta["lasr"], **meta["architecture"], "use_llm_critic": False}
-    del old["lasr"]["translated_g"]
+    for key in ("translated_g", "raw_h")[blocks - 3 :]:
+        del old["lasr"][key]
     (folder / "lira_config.json").write_text(json.dumps(old))
     head = load_file(str(folder / "head.safetensors"))
+    assert head["type_on"].shape == (4, 5)
     for name in ("type_logw", "type_on"):
-        head[name] = head[name][:, :3].contiguous()
+        head[name] = head[name][:, :blocks].contiguous()
     for name in ("gate_mlp.2.weight", "gate_mlp.2.bias"):
-        head[name] = head[name][:3].contiguous()
+        head[name] = head[name][:blocks].contiguous()
     save_file(head, str(folder / "head.safetensors"))
     write_manifest(folder)
     with caplog.at_level("WARNING"):
         loaded = LiRAModel.from_pretrained(folder)
     assert "lasr.use_llm_critic = false" in caplog.text
     assert loaded.lasr_cfg.fusion_dim == 32 and loaded.head.proj_en.out_features == 32
-    assert np.abs(loaded.encode(texts, langs) - want).max() < 1e-6
+    assert np.array_equal(loaded.encode(texts, langs), want)  # bit for bit
     loaded.save_pretrained(tmp_path / "again")
     again = json.loads((tmp_path / "again" / "lira_config.json").read_text())
     assert again["architecture"] == meta["architecture"] and again["lasr"] == meta["lasr"]
