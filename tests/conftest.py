@@ -63,3 +63,11 @@ def models_config(demo_cache: Path) -> ModelsConfig:
 def _store_working_copies(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Working copies of model folders' stores (lasr.hub) in this session's temp folder."""
     os.environ.setdefault("LIRA_STORE_CACHE", str(tmp_path_factory.mktemp("lira-stores")))
+
+
+@pytest.fixture
+def vllm_required() -> None:
+    """The vLLM tests' guard in CI: fail, not skip, where vLLM is missing (tests/vllm_support)."""
+    from tests.vllm_support import require_vllm
+
+    require_vllm()

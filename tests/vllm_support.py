@@ -49,14 +49,28 @@ VLLM_ERROR = _import_error()
 """Why ``import vllm`` fails in this process ('' when it works)."""
 VLLM_PYTHON = _vllm_python()
 """An interpreter with vllm: this one, ``$LIRA_VLLM_PYTHON`` or ``.venv-vllm``'s; '' if none."""
+MISSING = (
+    f"vllm is not importable here ({VLLM_ERROR}) and there is no .venv-vllm "
+    "(bash scripts/setup_vllm.sh)"
+)
+"""Why the vLLM tests cannot run here."""
+REQUIRED = os.environ.get("CI", "") == "true" or os.environ.get("LIRA_REQUIRE_VLLM", "") == "1"
+"""In CI (or with LIRA_REQUIRE_VLLM=1) a missing vLLM fails the vLLM tests instead of skipping
+them: scripts/setup.sh --dev builds .venv-vllm there, and a broken build must not pass green."""
+
+
+def require_vllm() -> None:
+    """Fail the calling test where vLLM is required (:data:`REQUIRED`) and missing."""
+    if not VLLM_PYTHON:
+        pytest.fail(f"{MISSING}; CI requires it (scripts/setup.sh --dev builds it)")
+
+
 VLLM_MARKS = [
     pytest.mark.vllm,
     pytest.mark.slow,
-    pytest.mark.skipif(
-        not VLLM_PYTHON,
-        reason=f"vllm is not importable here ({VLLM_ERROR}) and there is no .venv-vllm "
-        "(bash scripts/setup_vllm.sh)",
-    ),
+    pytest.mark.usefixtures("vllm_required")
+    if REQUIRED
+    else pytest.mark.skipif(not VLLM_PYTHON, reason=MISSING),
 ]
 DELEGATE_TIMEOUT_S = float(os.environ.get("LIRA_VLLM_TEST_TIMEOUT", "1200"))
 """Seconds one module's delegated run may take before it is killed (the test then fails)."""
