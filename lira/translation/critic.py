@@ -437,8 +437,9 @@ def build_critic(
 
 
 def st_encode(ref: str, cache_dir: str = "") -> Encode:
-    """texts -> vectors of the sentence-transformers model ``ref`` (folder, hub id, demo alias);
-    a folder that asks for its own code, or will not load, is a one-line user error."""
+    """texts -> vectors of the sentence-transformers model ``ref`` (folder, hub id, demo alias),
+    with its ``query`` prompt where it has one; a folder that asks for its own code, or will not
+    load, is a one-line user error."""
     # imported here: only this critic's encoder needs sentence-transformers (and torch)
     from sentence_transformers import SentenceTransformer
 
@@ -452,4 +453,6 @@ def st_encode(ref: str, cache_dir: str = "") -> Encode:
         path,
         "minilm",
     )
-    return lambda texts: model.encode(texts, convert_to_numpy=True, show_progress_bar=False)
+    # a model with a query prompt (EmbeddingGemma) reads source and candidate as it reads queries
+    kw = {"prompt_name": "query"} if "query" in (getattr(model, "prompts", None) or {}) else {}
+    return lambda texts: model.encode(texts, convert_to_numpy=True, show_progress_bar=False, **kw)
