@@ -24,6 +24,7 @@ import time
 SETTINGS = {
     "default": {},
     "OMP_WAIT_POLICY=PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
+    "GOMP_SPINCOUNT=30000": {"GOMP_SPINCOUNT": "30000"},
 }
 
 
@@ -88,7 +89,9 @@ def main() -> None:
     for name, env in SETTINGS.items():
         cmd = [sys.executable, __file__, "--child", "--n", str(args.n), "--batch",
                str(args.batch), "--backbone", args.backbone]  # fmt: skip
-        full = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+        full = {
+            k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")
+        }
         done = subprocess.run(cmd, capture_output=True, text=True, env={**full, **env})
         if done.returncode:
             print(f"  {name}: failed: {done.stderr.strip().splitlines()[-1:]}")

