@@ -80,3 +80,12 @@ def test_a_missing_runtime_names_its_install(monkeypatch, tmp_path):
     with pytest.raises(UserInputError, match=r"kind=llama_cpp needs the llama\.cpp runtime: pip "
                                              r"install xllamacpp"):  # fmt: skip
         llama_cpp.llama_server(tmp_path / "a.gguf", threads=1, slots=1)
+
+
+def test_a_file_llama_cpp_cannot_load_is_one_line_naming_it(tmp_path):
+    bad = tmp_path / "half.gguf"
+    bad.write_bytes(b"GGUF but not really")
+    with pytest.raises(UserInputError, match=r"llama\.cpp could not load .*half\.gguf .*complete "
+                                             r"GGUF file") as e:  # fmt: skip
+        llama_cpp.llama_server(bad, threads=1, slots=1)
+    assert "\n" not in str(e.value)
