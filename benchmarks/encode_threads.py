@@ -21,6 +21,8 @@ import subprocess
 import sys
 import time
 
+from machine import cpu  # benchmarks/machine.py (a script: its folder is on sys.path)
+
 SETTINGS = {
     "default": {},
     "OMP_WAIT_POLICY=PASSIVE": {"OMP_WAIT_POLICY": "PASSIVE"},
@@ -61,17 +63,6 @@ def child(n: int, batch: int, backbone: str) -> dict[str, float]:
                 step(b)
         out[name] = time.perf_counter() - t0
     return out
-
-
-def cpu() -> str:
-    """The CPU model, its AVX flags and the cores this process may use."""
-    info = open("/proc/cpuinfo").read() if os.path.exists("/proc/cpuinfo") else ""
-    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines()
-                  if ln.startswith("model name")), "unknown CPU")  # fmt: skip
-    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines()
-                  if ln.startswith("flags")), [])  # fmt: skip
-    simd = sorted(f for f in set(flags) if f in ("avx2", "avx512f", "avx512_bf16"))
-    return f"{model}, {len(os.sched_getaffinity(0))} cores, flags {' '.join(simd) or 'none'}"
 
 
 def main() -> None:

@@ -27,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+from machine import cpu  # benchmarks/machine.py (a script: its folder is on sys.path)
+
 LANGS = ("de", "zh", "ar", "hi")
 ENGINES = {
     "transformers": {"kind": "transformers", "model": "demo:gemma3", "batch_size": 16},
@@ -35,17 +37,6 @@ ENGINES = {
 }
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
             "LIRA_VLLM_ENFORCE_EAGER": "1", "LIRA_VLLM_MAX_MODEL_LEN": "1024"}  # fmt: skip
-
-
-def cpu() -> str:
-    """The CPU model, its SIMD flags that matter here, and the cores this process may use."""
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = next((ln.split(":", 1)[1].strip() for ln in info.splitlines()
-                  if ln.startswith("model name")), "unknown CPU")  # fmt: skip
-    flags = next((ln.split(":", 1)[1].split() for ln in info.splitlines()
-                  if ln.startswith("flags")), [])  # fmt: skip
-    simd = sorted(f for f in set(flags) if f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16"))
-    return f"{model}, {len(os.sched_getaffinity(0))} cores, flags {' '.join(simd) or 'none'}"
 
 
 def questions(data: str, n: int) -> list[tuple[str, str]]:
