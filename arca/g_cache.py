@@ -38,6 +38,7 @@ from lira.demo.references import resolve_model
 from lira.errors import LiRAError
 from lira.models import load_encoder
 from lira.models.loading import CHARS_PER_TOKEN, folder_fingerprint
+from lira.sqlite_wal import use_wal
 from lira.translation.critic import Encode
 from lira.translation.scoring import g_encode
 
@@ -130,12 +131,17 @@ class GEmbeddingCache:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._conn = sqlite3.connect(str(self.path), timeout=60, check_same_thread=False)
-            self._conn.execute("PRAGMA journal_mode=WAL")
-            self._conn.executescript(_SCHEMA)
+            # every process of a launcher opens the file at once: the schema is made under a
+            # write lock taken first (its wait honours the timeout), then WAL (use_wal); WAL
+            # first and the schema in a deferred transaction failed 13 of 200 two-process
+            # openings with "database is locked" (SQLite refuses a lock upgrade that could deadlock)
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute(_SCHEMA)
             columns = [r[1] for r in self._conn.execute("PRAGMA table_info(g_embeddings)")]
             if "checksum" not in columns:  # a cache of an older LiRA: its rows are all misses
                 self._conn.execute("ALTER TABLE g_embeddings ADD COLUMN checksum TEXT")
             self._conn.commit()
+            use_wal(self._conn)
         except (OSError, sqlite3.Error) as e:
             raise _cache_error(self.path, e) from None
         self._lock = threading.Lock()

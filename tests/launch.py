@@ -10,3 +10,10 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def failure(stderr: str, limit: int = 8000) -> str:
+    """A launched run's stderr from its first traceback on (the rank that failed first), so
+    the assertion message shows the cause rather than the launcher's summary."""
+    start = stderr.find("Traceback")
+    return stderr[max(start, 0) :][:limit] + ("\n[...]\n" + stderr[-2000:] if start > 0 else "")

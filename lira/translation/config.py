@@ -7,11 +7,19 @@ reads of a whole run config.
 
 from __future__ import annotations
 
+import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
-from lira.config import DataConfig, ModelsConfig, check, check_at_least, check_model_ref
+from lira.config import (
+    ConfigError,
+    DataConfig,
+    ModelsConfig,
+    check,
+    check_at_least,
+    check_model_ref,
+)
 from lira.prompts import is_completion, unknown_prompt_version
 
 MAX_PATH_CHARS = 4096
@@ -95,20 +103,60 @@ def check_client(cfg: TranslatorConfig | CriticConfig, needs_model: bool) -> Non
         )
 
 
+def installed(module: str) -> bool:
+    """True when ``module`` can be imported here (found, not imported)."""
+    return importlib.util.find_spec(module) is not None
+
+
+def cuda_present() -> bool:
+    """True when torch sees a CUDA GPU (asked only where vLLM is installed, so torch is too)."""
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def pick_engine(model: str, gguf: str) -> tuple[str, str, str]:
+    """kind=auto's engine as (kind, model, why): vLLM on a CUDA GPU, else llama.cpp on the GGUF
+    file, else transformers (benchmarks/translate_engines.py: llama.cpp 2.8x transformers on 2
+    CPU cores)."""
+    if model and installed("vllm") and cuda_present():
+        return "vllm", model, "vLLM is installed and a CUDA GPU is present"
+    if gguf and installed("xllamacpp"):
+        return (
+            "llama_cpp",
+            gguf,
+            "no vLLM on a CUDA GPU here; llama.cpp (xllamacpp) runs the GGUF file",
+        )
+    if model:
+        why = "GGUF file (gguf)" if not gguf else "llama.cpp (pip install -e '.[llama]')"
+        return "transformers", model, f"no vLLM on a CUDA GPU and no {why}"
+    raise ConfigError(
+        "gguf",
+        f"{gguf!r} is a GGUF file and llama.cpp is not installed here (xllamacpp): run "
+        "`.venv/bin/pip install -e '.[llama]'`, or set `model` to a folder or hub id that "
+        "transformers or vLLM can run",
+    )
+
+
 @dataclass
 class TranslatorConfig:
     """One translator of the pool (paper Table 15)."""
 
     name: str = ""
     """Unique id; it is part of the translation-store key."""
-    kind: Literal["vllm", "openai", "transformers", "llama_cpp", "reference"] = "transformers"
-    """vllm: offline engine; openai: compatible server; transformers: local generate; llama_cpp:
-    a GGUF file through llama.cpp (xllamacpp); reference: candidates imported with ``lira
-    translate --import`` (never generated)."""
+    kind: Literal["auto", "vllm", "openai", "transformers", "llama_cpp", "reference"] = "auto"
+    """auto: the fastest engine installed here (vllm on a CUDA GPU, else llama_cpp on ``gguf``,
+    else transformers on ``model``); vllm: offline engine; openai: compatible server;
+    transformers: local generate; llama_cpp: a GGUF file through llama.cpp (xllamacpp);
+    reference: candidates imported with ``lira translate --import`` (never generated)."""
     role: Literal["llm", "mt"] = "llm"
     """llm translators count towards pass@k; mt models fill the remaining slots."""
     model: str = ""
-    """Hub id, folder or demo alias (unused for kind=reference)."""
+    """Hub id, folder or demo alias (unused for kind=reference; kind=auto: what vLLM and
+    transformers run)."""
+    gguf: str = ""
+    """kind=auto: the same model as one GGUF file (path or demo alias), run by llama.cpp on a
+    machine without vLLM on a GPU; empty = never llama.cpp."""
     base_url: str = ""
     """OpenAI-compatible endpoint (kind=openai), e.g. http://127.0.0.1:8000/v1."""
     api_key_env: str = ""
@@ -141,9 +189,17 @@ class TranslatorConfig:
     chat models; fewshot-v1: base (completion) models such as demo:gemma3."""
     train_only: bool = False
     """Use this translator's candidates for training only, never at evaluation (gold refs)."""
+    engine_reason: ClassVar[str] = ""
+    """Why kind=auto picked this engine (set on the instance; empty where kind was given)."""
 
     def __post_init__(self) -> None:
         check(bool(self.name), "name", "every translator needs a unique name")
+        if self.kind == "auto":  # resolved once, here: the store key names the engine that ran
+            check_model_ref(self.gguf, "gguf")
+            self.kind, self.model, why = pick_engine(self.model, self.gguf)  # type: ignore[assignment]
+            self.engine_reason = why  # type: ignore[misc]
+            self.gguf = ""
+        check(not self.gguf, "gguf", f"is read by kind=auto only; kind={self.kind} runs `model`")
         check(self.temperature >= 0, "temperature", "must be >= 0")
         check(0 < self.top_p <= 1, "top_p", "must be in (0, 1]")
         check_at_least(self, max_new_tokens=1, threads=0)

@@ -173,6 +173,8 @@ def fill_store(
         for tcfg in active:
             stats = new_stats()
             per[tcfg.name] = stats
+            if tcfg.engine_reason:
+                log.info("translator %r runs on %s: %s", tcfg.name, tcfg.kind, tcfg.engine_reason)
             if tcfg.kind == "reference":
                 miss = sum(len(store.missing(t, lg, tcfg)) for lg, t in by_lang.items())
                 stats.update(reused=n_unique - miss, missing=miss)

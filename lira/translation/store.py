@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from lira.demo.references import build_version
+from lira.sqlite_wal import use_wal
 from lira.translation import leases
 from lira.translation.config import TranslatorConfig
 from lira.translation.jsonl_import import Reference, read_translations
@@ -173,7 +174,7 @@ class TranslationStore:
                 with self._transaction():  # check + create atomically (others may open too)
                     check_schema(self.conn, self.path)
                     create_schema(self.conn)
-            self.conn.execute("PRAGMA journal_mode=WAL")
+            use_wal(self.conn)
             self.conn.execute("PRAGMA synchronous=NORMAL")
         except sqlite3.DatabaseError as e:
             self.conn.close()

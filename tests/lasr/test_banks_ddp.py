@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from lira.config import to_dict
-from tests.launch import free_port
+from tests.launch import failure, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,7 +49,7 @@ def test_two_processes_encode_each_bank_text_once(models_config, tmp_path):
     spec.write_text(json.dumps({"models": to_dict(models_config), "texts": texts,
                                 "langs": langs}))  # fmt: skip
     res = launch_two(ROOT / "tests" / "lasr" / "bank_worker.py", str(spec), str(tmp_path))
-    assert res.returncode == 0, res.stderr[-4000:]
+    assert res.returncode == 0, failure(res.stderr)
     r0, r1 = (torch.load(tmp_path / f"bank{r}.pt", weights_only=False) for r in (0, 1))
     assert r0["world"] == r1["world"] == 2
     distinct = set(texts)

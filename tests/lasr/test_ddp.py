@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from lira.config import to_dict
-from tests.launch import free_port
+from tests.launch import failure, free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKER = ROOT / "tests" / "lasr" / "ddp_worker.py"
@@ -76,7 +76,7 @@ def two(models_config, tmp_path_factory) -> Path:
         "--main_process_port", str(free_port()), str(WORKER), str(spec), str(tmp),
     ]  # fmt: skip
     res = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert res.returncode == 0, res.stderr[-6000:]
+    assert res.returncode == 0, failure(res.stderr)
     return tmp
 
 
@@ -157,7 +157,7 @@ def test_two_processes_equal_one_with_twice_the_batch(two, models_config, tmp_pa
                  batch_size=2 * BASE["batch_size"])  # fmt: skip
     res = subprocess.run([sys.executable, str(WORKER), str(spec), str(tmp_path)], env=_env(),
                          capture_output=True, text=True, timeout=600, cwd=ROOT)  # fmt: skip
-    assert res.returncode == 0, res.stderr[-4000:]
+    assert res.returncode == 0, failure(res.stderr)
     one = torch.load(tmp_path / "equiv-0.pt", weights_only=False)
     pair = _load(two, "equiv")
     assert one["world"] == 1
@@ -191,7 +191,7 @@ def test_lira_run_under_two_processes(models_config, tmp_path):
     steps = ["arca.steps=2", "lasr.steps=2", "arca.save_every=100", "lasr.save_every=100"]
     cmd = [*launch, "run", str(tmp_path / "run.yaml"), "stages=[arca,lasr]", *steps]
     res = subprocess.run(cmd, env=_env(), capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert res.returncode == 0, res.stderr[-6000:]
+    assert res.returncode == 0, failure(res.stderr)
     assert (base / "lira-model").is_dir() and (base / "lasr" / "metrics.json").is_file()
     done = json.loads((base / "run_summary.json").read_text(encoding="utf-8"))["stages"]
     assert set(done) == {"arca", "lasr"} and all(isinstance(v, float) for v in done.values())

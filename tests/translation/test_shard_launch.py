@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from lira.translation.shards import Shard, shard_of, shard_store_path
-from tests.launch import free_port
+from tests.launch import failure, free_port
 
 from .fake_openai import FakeServer
 from .test_shard import _config, _lira, _rows
@@ -45,7 +45,7 @@ def test_two_launched_processes_translate_disjoint_shards_that_merge_into_one_ru
     cmd = [accelerate, "launch", "--config_file", str(ROOT / "scripts" / "accelerate_cpu_2proc.yaml"),
            "--main_process_port", str(free_port()), "-m", "lira", "translate", str(launched)]  # fmt: skip
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
-    assert res.returncode == 0, res.stderr[-4000:]
+    assert res.returncode == 0, failure(res.stderr)
 
     main_store = tmp_path / "launched" / "translations.sqlite"
     assert not main_store.exists()  # each process wrote its own shard store
