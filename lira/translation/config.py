@@ -117,7 +117,7 @@ def cuda_present() -> bool:
 
 def pick_engine(model: str, gguf: str) -> tuple[str, str, str]:
     """kind=auto's engine as (kind, model, why): vLLM on a CUDA GPU, else llama.cpp on the GGUF
-    file, else transformers (benchmarks/translate_engines.py: llama.cpp 2.8x transformers on 2
+    file, else transformers (benchmarks/translate_engines.py: llama.cpp 3.0x transformers on 2
     CPU cores)."""
     if model and installed("vllm") and cuda_present():
         return "vllm", model, "vLLM is installed and a CUDA GPU is present"
@@ -168,7 +168,8 @@ class TranslatorConfig:
     max_new_tokens: int = 128
     """Generation limit per translation."""
     batch_size: int = 8
-    """Texts per generate call / request batch (kind=llama_cpp: its parallel slots)."""
+    """Texts per generate call / request batch (kind=llama_cpp: its parallel slots; a request
+    carries twice as many)."""
     threads: int = 0
     """kind=llama_cpp: CPU threads of the engine; 0 = every CPU this process may use."""
     tensor_parallel_size: int = 1

@@ -45,11 +45,15 @@ def test_gemma_gguf_translates_few_shot_and_a_batch_equals_one_at_a_time(gemma):
 
 
 @pytest.mark.slow
-def test_a_text_too_long_for_a_slot_fails_alone(gemma):
-    long = "Hallo Welt. " * 600  # over the 1,024 tokens of a slot
+def test_a_text_too_long_for_the_kv_pool_fails_alone(gemma):
+    long = "Hallo Welt. " * 1500  # over the 4 slots' shared pool of 4 x 1,024 tokens
     out = gemma.translate(["Guten Morgen.", long, "Gute Nacht."], "de")
     assert out[0].ok and out[2].ok and "morning" in out[0].raw.lower()
     assert not out[1].ok and "context" in out[1].error
+    # three texts that fit one at a time but overflow the pool together all come back
+    fits = "Hallo Welt. " * 500 + "Wo ist Rom?"  # ~1,650 tokens: a slot's share is 1,024
+    out = gemma.translate([fits] * 3 + ["Gute Nacht."], "de")
+    assert all(t.ok and t.raw for t in out) and "night" in out[3].raw.lower()
 
 
 def test_the_gguf_reference_is_checked(tmp_path):
