@@ -119,6 +119,10 @@ def pick_engine(model: str, gguf: str) -> tuple[str, str, str]:
     """kind=auto's engine as (kind, model, why): vLLM on a CUDA GPU, else llama.cpp on the GGUF
     file, else transformers (benchmarks/translate_engines.py: llama.cpp 3.0x transformers on 2
     CPU cores)."""
+    if not (model or gguf):
+        raise ConfigError(
+            "model", "kind=auto needs a model (folder, hub id or demo alias) or a gguf file"
+        )
     if model and installed("vllm") and cuda_present():
         return "vllm", model, "vLLM is installed and a CUDA GPU is present"
     if gguf and installed("xllamacpp"):

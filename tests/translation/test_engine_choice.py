@@ -59,6 +59,14 @@ def test_a_gguf_only_model_without_llama_cpp_names_the_install(monkeypatch):
         auto(gguf="demo:qwen25-1.5b")
 
 
+def test_auto_without_any_model_names_both_keys(monkeypatch):
+    machine(monkeypatch, "xllamacpp")
+    with pytest.raises(
+        ConfigError, match=r"config key 'model': kind=auto needs a model .* or a gguf"
+    ):
+        TranslatorConfig(name="t")
+
+
 def test_gguf_is_refused_where_the_kind_is_named():
     with pytest.raises(ConfigError, match="config key 'gguf': is read by kind=auto only"):
         TranslatorConfig(name="t", kind="transformers", model="demo:gemma3", gguf="x.gguf")
