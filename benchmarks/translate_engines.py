@@ -105,8 +105,9 @@ def run_engine(engine: str, data: str, n: int, threads: int, model: str) -> dict
 
     if threads:
         torch.set_num_threads(threads)
+    spec = {**ENGINES[engine], "model": model or ENGINES[engine]["model"]}
     cfg = TranslatorConfig(name="gemma3", prompt_version="fewshot-v1", max_new_tokens=48,
-                           threads=threads, **{**ENGINES[engine], **({"model": model} if model else {})})  # fmt: skip
+                           threads=threads, **spec)  # fmt: skip
     qs = questions(data, n)
     t0 = time.perf_counter()
     backend = build_translator(cfg)
