@@ -3,9 +3,9 @@
     .venv/bin/python benchmarks/translate_engines.py [--data ../shared/data/xquad-r] [--n 16]
         [--engines transformers llama_cpp vllm] [--threads 0]
 
-16 questions each of de, zh, ar and hi (``--n`` per language; the demo subset when ``--data``
-is not given), greedy, the ``fewshot-v1`` prompt, stopped at the first line, ``max_new_tokens``
-48: the shipped configs' translator. Each engine runs in a process of its own (one engine's
+16 questions each of de, zh, ar and hi (``--n`` per language; de, zh, es and ru of the demo
+subset when ``--data`` is not given), greedy, the ``fewshot-v1`` prompt, stopped at the first
+line, ``max_new_tokens`` 48: the shipped configs' translator. Each engine runs in a process of its own (one engine's
 thread pool never competes with another's) through LiRA's own backend for its kind:
 
 - ``transformers``: ``generate`` on the dequantized HF folder (``demo:gemma3``), batch 16;
@@ -34,6 +34,7 @@ from pathlib import Path
 from machine import cpu  # benchmarks/machine.py (a script: its folder is on sys.path)
 
 LANGS = ("de", "zh", "ar", "hi")
+DEMO_LANGS = ("de", "zh", "es", "ru")
 ENGINES = {
     "transformers": {"kind": "transformers", "model": "demo:gemma3", "batch_size": 16},
     "llama_cpp": {"kind": "llama_cpp", "model": "demo:gemma3-gguf", "batch_size": 8},
@@ -86,13 +87,19 @@ VLLM_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0",
             "LIRA_VLLM_ENFORCE_EAGER": "1", "LIRA_VLLM_MAX_MODEL_LEN": "1024"}  # fmt: skip
 
 
+def languages(data: str) -> tuple[str, ...]:
+    """:data:`LANGS` for an XQuAD-R folder, :data:`DEMO_LANGS` for the demo subset (no ar, hi)."""
+    return LANGS if data else DEMO_LANGS
+
+
 def questions(data: str, n: int) -> list[tuple[str, str]]:
-    """``n`` questions of each language of :data:`LANGS`, as (language, text)."""
+    """``n`` questions of each of :func:`languages`, as (language, text)."""
     from lira.data import demo_path
     from lira.data.xquad_r import load_xquad_r
 
-    ds = load_xquad_r(data or demo_path(), ["en", *LANGS])
-    return [(lang, ds.question(lang, q).text) for lang in LANGS for q in ds.question_ids[:n]]
+    langs = languages(data)
+    ds = load_xquad_r(data or demo_path(), ["en", *langs])
+    return [(lang, ds.question(lang, q).text) for lang in langs for q in ds.question_ids[:n]]
 
 
 def run_engine(engine: str, data: str, n: int, threads: int, model: str) -> dict[str, object]:
@@ -115,7 +122,7 @@ def run_engine(engine: str, data: str, n: int, threads: int, model: str) -> dict
     backend.translate([qs[0][1]], qs[0][0])  # warm-up, untimed
     t0 = time.perf_counter()
     outs: list[str | None] = []
-    for lang in LANGS:
+    for lang in languages(data):
         outs += [t.raw for t in backend.translate([q for lg, q in qs if lg == lang], lang)]
     return {"load_s": load, "seconds": time.perf_counter() - t0, "outputs": outs}
 
@@ -141,7 +148,8 @@ def main() -> None:
 def compare(args: argparse.Namespace, tmp: Path) -> None:
     """Each engine of ``args.engines`` in a process of its own; the table (GGUF files in tmp)."""
     print(f"machine: {cpu()}")
-    print(f"{len(LANGS) * args.n} questions ({', '.join(LANGS)}), Gemma-3-270M, greedy, fewshot-v1")
+    langs = languages(args.data)
+    print(f"{len(langs) * args.n} questions ({', '.join(langs)}), Gemma-3-270M, greedy, fewshot-v1")
     results: dict[str, dict[str, object]] = {}
     for engine in args.engines:
         if engine == "vllm" and subprocess.run([sys.executable, "-c", "import vllm"],

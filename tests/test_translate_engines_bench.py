@@ -1,5 +1,6 @@
 """``benchmarks/translate_engines.py``: the GGUF files it writes hold transformers' own weights
-(the engine runs themselves take minutes; the lead runs the benchmark, CI does not)."""
+and it runs without ``--data`` (the engine runs themselves take minutes; the lead runs the
+benchmark, CI does not)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,12 @@ def _bench():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_without_data_it_runs_the_demo_subsets_languages():
+    qs = _bench().questions("", 2)  # the demo subset has no ar or hi
+    assert [lang for lang, _ in qs] == ["de", "de", "zh", "zh", "es", "es", "ru", "ru"]
+    assert all(text.strip() for _, text in qs)
 
 
 @pytest.mark.slow
