@@ -8,7 +8,7 @@ newline; chat prompts (``paper-v1``) go through the GGUF's own chat template. Ev
 the KV cache of its last prompt, so the few-shot prefix that all prompts share is read once per
 slot, not once per text.
 
-On 2 idle cores this runs Gemma-3-270M 2.8 times as fast as transformers' ``generate`` on the
+On 2 idle cores this runs Gemma-3-270M 3.0 times as fast as transformers' ``generate`` on the
 dequantized weights, 8.5 times on busy ones (``benchmarks/translate_engines.py``).
 """
 
