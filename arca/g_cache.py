@@ -17,7 +17,6 @@ LiRA wrote without one (batched) is a miss, computed again and replaced, never t
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import logging
 import re
@@ -32,10 +31,10 @@ import torch
 from torch import Tensor, nn
 from tqdm.auto import tqdm
 
+from arca.g_cache_file import cache_error, cache_path
 from lira.accelerator import live_world
 from lira.config import ModelsConfig
 from lira.demo.references import resolve_model
-from lira.errors import LiRAError
 from lira.models import load_encoder
 from lira.models.loading import CHARS_PER_TOKEN, folder_fingerprint
 from lira.sqlite_wal import use_wal
@@ -43,9 +42,6 @@ from lira.translation.critic import Encode
 from lira.translation.scoring import g_encode
 
 log = logging.getLogger(__name__)
-
-CACHE_FILE = Path("cache") / "g_embeddings.sqlite"
-"""Where a run keeps the frozen-g cache, relative to its output directory."""
 
 
 def encoder_id(encoder: nn.Module, cache_dir: str = "") -> str:
@@ -102,22 +98,6 @@ def row_checksum(key: str, rows: int, dim: int, blob: bytes) -> str:
     return h.hexdigest()[:32]
 
 
-class GCacheError(LiRAError, RuntimeError):
-    """The frozen-g cache cannot be opened or written (full disk, a file in the way, damage)."""
-
-
-def _cache_error(path: Path, e: BaseException) -> GCacheError:
-    """The one-line error for ``e`` on the cache at ``path``, with the fix."""
-    text, code = str(e), getattr(e, "errno", None)
-    if code in (errno.EEXIST, errno.ENOTDIR):
-        fix = f"a file stands where the folder {path.parent} goes: move it away"
-    elif code in (errno.ENOSPC, errno.EDQUOT) or "disk is full" in text:
-        fix = "free disk space, or set models.encoder_cache: false (g is then run every time)"
-    else:
-        fix = "delete the file (it is rebuilt) or set models.encoder_cache: false"
-    return GCacheError(f"frozen-g cache {path}: {' '.join(text.split())[:300]}; {fix}")
-
-
 class GEmbeddingCache:
     """SQLite cache of a frozen g's outputs: key -> float32 array [rows, dim] (WAL, upserts).
 
@@ -143,7 +123,7 @@ class GEmbeddingCache:
             self._conn.commit()
             use_wal(self._conn)
         except (OSError, sqlite3.Error) as e:
-            raise _cache_error(self.path, e) from None
+            raise cache_error(self.path, e) from None
         self._lock = threading.Lock()
         self.hits = 0
         self.misses = 0
@@ -177,7 +157,7 @@ class GEmbeddingCache:
                         else:
                             out[key] = vec
             except sqlite3.Error as e:
-                raise _cache_error(self.path, e) from None
+                raise cache_error(self.path, e) from None
         self.damaged += damaged + older
         if damaged:
             log.warning("frozen-g cache %s: %d damaged row(s) (checksum, size or NaN/inf) are "
@@ -206,7 +186,7 @@ class GEmbeddingCache:
                     "INSERT OR REPLACE INTO g_embeddings VALUES (?, ?, ?, ?, ?, ?, ?)", rows
                 )
         except sqlite3.Error as e:
-            raise _cache_error(self.path, e) from None
+            raise cache_error(self.path, e) from None
 
     def sync(self) -> None:
         """Every process's :attr:`pending` rows go to the writer, which stores them (a
@@ -270,11 +250,6 @@ def _blob_array(blob: object, rows: object, dim: object) -> np.ndarray | None:
         return None
     vec = np.frombuffer(blob, dtype=np.float32).reshape(rows, dim)
     return vec if bool(np.isfinite(vec).all()) else None
-
-
-def cache_path(output_dir: str | Path) -> Path:
-    """``<output_dir>/cache/g_embeddings.sqlite``."""
-    return Path(output_dir) / CACHE_FILE
 
 
 def sentence_rows(

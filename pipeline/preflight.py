@@ -9,7 +9,8 @@ engines are imported, so a second run into a folder in use stops as fast. Readin
 needs no torch either: a command that reads ``data.*`` (:func:`reads_data`) reads it first
 (:func:`lira.data.splits.load_splits_early`, handed on to the engine), so a bad record stops it
 as fast too. ``--resume`` of an Arca or LaSR checkpoint written under another config is refused
-from its saved fingerprint (:func:`check_resume`: the trainer's own check, run earlier).
+from its saved fingerprint (:func:`check_resume`: the trainer's own check, run earlier). A
+damaged frozen-g cache is found by reading its schema (:func:`arca.g_cache_file.check_cache_file`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from arca.config import arca_fingerprint
+from arca.g_cache_file import cache_path, check_cache_file
 from lasr.config import lasr_fingerprint
 from lira.checkpoint.fingerprint import check_fingerprint, read_fingerprint
 from lira.checkpoint.folders import step_dirs
@@ -52,12 +54,16 @@ def models_used(cfg: RunConfig, command: str) -> list[str]:
 
 def preflight(cfg: RunConfig, command: str) -> None:
     """The user errors of ``lira <command>`` found without torch: a model reference that
-    names no demo model, or a local folder that does not exist (one line naming the key)."""
-    for key in models_used(cfg, command):
+    names no demo model, or a local folder that does not exist (one line naming the key), and
+    a frozen-g cache in ``output_dir`` that is not a readable SQLite file (the file and the fix)."""
+    used = models_used(cfg, command)
+    for key in used:
         try:
             check_model_ref(getattr(cfg.models, key), SUGGEST[key])
         except LiRAError as e:
             raise type(e)(f"models.{key}: {e}") from None
+    if "encoder" in used and cfg.models.encoder_cache:
+        check_cache_file(cache_path(cfg.output_dir))
 
 
 READS_DATA = ("translate", "arca", "lasr", "eval")

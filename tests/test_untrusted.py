@@ -316,7 +316,8 @@ def test_a_damaged_g_cache_row_is_computed_again(tmp_path, caplog):
 
 
 def test_a_full_disk_while_writing_the_g_cache_is_one_line(tmp_path):
-    from arca.g_cache import GCacheError, GEmbeddingCache
+    from arca.g_cache import GEmbeddingCache
+    from arca.g_cache_file import GCacheError
 
     cache = GEmbeddingCache(tmp_path / "cache" / "g.sqlite")
 

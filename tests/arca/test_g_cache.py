@@ -121,3 +121,36 @@ def test_cold_warm_and_killed_then_resumed_caches_train_the_same_weights(models_
     assert set(reference) >= {"actor.safetensors", "adaptor.safetensors"}
     assert _weights(tmp_path / "warm") == reference
     assert _weights(tmp_path / "killed") == reference
+
+
+@pytest.mark.parametrize("damage", ["garbage", "cut short"])
+def test_a_damaged_cache_file_is_found_from_its_schema_without_torch(tmp_path, damage):
+    """Issue 60.7's leftover: ``lira`` reads the cache's schema before the engines load
+    (:func:`arca.g_cache_file.check_cache_file`), the error the opener itself would give."""
+    from arca.g_cache_file import GCacheError, check_cache_file
+
+    path = tmp_path / "g.sqlite"
+    check_cache_file(path)  # no cache yet: nothing to check
+    cache = GEmbeddingCache(path)
+    rows = {f"k{i}": np.full((1, 384), i, dtype=np.float32) for i in range(300)}
+    cache.put(rows, ENC)
+    cache._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    cache.close()
+    check_cache_file(path)  # intact
+    size = path.stat().st_size
+    assert size > 200_000  # many pages, so cutting it leaves a valid header
+    if damage == "garbage":
+        path.write_bytes(np.random.default_rng(0).bytes(size))
+        want = "file is not a database"
+    else:
+        with open(path, "r+b") as f:
+            f.truncate(size // 2)
+        want = "database disk image is malformed"
+    with pytest.raises(GCacheError) as e:
+        check_cache_file(path)
+    assert str(e.value) == (
+        f"frozen-g cache {path}: {want}; delete the file (it is rebuilt) or set "
+        "models.encoder_cache: false"
+    )
+    with pytest.raises(GCacheError, match=want):  # the opener agrees
+        GEmbeddingCache(path)

@@ -396,6 +396,33 @@ def test_a_bad_data_record_is_reported_before_the_engines_load(
     assert "fix the record" in err
 
 
+@pytest.mark.parametrize("command", ["arca", "lasr"])
+def test_a_damaged_g_cache_is_reported_before_the_engines_load(
+    monkeypatch, tmp_path, capsys, command
+):
+    """Issue 60.7's leftover: a damaged frozen-g cache stopped ``lira arca`` only when the cache
+    opened, after torch and the models (13-25 s); its schema is read first now."""
+    from arca.g_cache_file import cache_path
+
+    _no_engines(monkeypatch)
+    out = tmp_path / "o"
+    cache = cache_path(out)
+    cache.parent.mkdir(parents=True)
+    cache.write_bytes(b"not an sqlite file" * 300)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("{}\n")
+    assert main([command, str(cfg), "--output-dir", str(out)]) == 1
+    err = capsys.readouterr().err.strip()
+    assert err == err.splitlines()[0], err
+    assert err == (f"lira: frozen-g cache {cache}: file is not a database; delete the file (it "
+                   "is rebuilt) or set models.encoder_cache: false"), err  # fmt: skip
+    from pipeline.preflight import preflight
+    from pipeline.runconfig import load_config
+
+    preflight(load_config(str(cfg), [f"output_dir={out}", "models.encoder_cache=false"]), command)
+    preflight(load_config(str(cfg), [f"output_dir={out}"]), "translate")  # g is not loaded
+
+
 def test_the_splits_read_early_are_handed_on_not_read_again(monkeypatch):
     from lira.data import splits as data_splits
     from pipeline.runconfig import load_config
