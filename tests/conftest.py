@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 
-# as the lira command sets it (pipeline/__init__.py): OpenMP pools spin briefly, then sleep
-if "GOMP_SPINCOUNT" not in os.environ and "OMP_WAIT_POLICY" not in os.environ:
-    os.environ["GOMP_SPINCOUNT"] = "30000"
+import pipeline  # noqa: F401  sets the lira command's OpenMP wait policy (GOMP_SPINCOUNT)
 
+# isort: split
 import torch  # after the wait policy: libgomp reads it when it loads
 
 from lira.config import ModelsConfig
