@@ -35,27 +35,28 @@ from evaluators.bootstrap import bootstrap_ci
 from lira.data.splits import load_splits
 from lira.metrics import ndcg_dense
 from lira.models import load_backbone
-from pipeline.runconfig import load_config
+from pipeline.runconfig import RunConfig, load_config
 
 SIDES = ("q", "qd")  # the adapter on queries only, or on queries and documents
 
 
-def encode_all(config: str, path: Path) -> dict[str, np.ndarray]:
+def encode_all(cfg: RunConfig, path: Path) -> dict[str, np.ndarray]:
     """h's unit vectors of the English sentence pool and of every training and validation
     question (each language of the config), cached in ``path``."""
     if path.exists():
         return dict(np.load(path))
-    cfg = load_config(config)
     splits = load_splits(dataclasses.replace(cfg.data, max_train_queries=0))
     ds, h = splits.dataset, load_backbone(cfg.models)
     corpus = ds.sentences("en")
     pos = {r.id: i for i, r in enumerate(corpus)}
     out = {"doc": h.encode([r.text for r in corpus], ["en"] * len(corpus), kind="document")}
-    langs = list(dict.fromkeys(["en", *cfg.data.train_languages, *cfg.data.dev_languages]))
-    for split, ids in (("train", splits.train_ids), ("dev", splits.dev_ids)):
-        for lang in langs if split == "dev" else ["en", *cfg.data.train_languages]:
-            if f"{split}_{lang}_q" in out:
-                continue
+    train_langs = list(dict.fromkeys(["en", *cfg.data.train_languages]))
+    dev_langs = list(dict.fromkeys([*train_langs, *cfg.data.dev_languages]))
+    for split, ids, langs in (
+        ("train", splits.train_ids, train_langs),
+        ("dev", splits.dev_ids, dev_langs),
+    ):
+        for lang in langs:
             texts = [ds.question(lang, q).text for q in ids]
             out[f"{split}_{lang}_q"] = h.encode(texts, [lang] * len(texts), kind="query")
             out[f"{split}_{lang}_gold"] = np.array([pos[ds.gold_sentence("en", q).id] for q in ids])
@@ -138,7 +139,7 @@ def main() -> None:
     cfg = load_config(args.config)
     v = {
         k: torch.tensor(x)
-        for k, x in encode_all(args.config, Path(args.output_dir) / "h_vectors.npz").items()
+        for k, x in encode_all(cfg, Path(args.output_dir) / "h_vectors.npz").items()
     }
     docs = v["doc"]
     dev_langs = [k.split("_")[1] for k in v if k.startswith("dev_") and k.endswith("_q")]
