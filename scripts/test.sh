@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --dev
 .venv/bin/ruff check .
 .venv/bin/ruff format --check .
+df -h . "${TMPDIR:-/tmp}" | sed "s/^/[test] /"  # the suite needs ~5 GB free beside .venv*
 .venv/bin/python -m pytest "$@"

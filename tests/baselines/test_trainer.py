@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,7 +47,8 @@ def trained(models_config, tmp_path_factory):
     save_config(cfg, out / "run.yaml")
     assert main(["baseline", str(out / "run.yaml")]) == 0  # the `lira baseline` command
     summary = json.loads((out / "baselines" / "summary.json").read_text())
-    return cfg, out, summary
+    yield cfg, out, summary
+    shutil.rmtree(out, ignore_errors=True)  # 0.5 GB of models, once the module's tests ran
 
 
 @pytest.mark.parametrize("method", ["infonce", "clear", "lancer", "jsd", "merging"])
