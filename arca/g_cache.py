@@ -37,7 +37,7 @@ from lira.config import ModelsConfig
 from lira.demo.references import resolve_model
 from lira.models import load_encoder
 from lira.models.loading import CHARS_PER_TOKEN, folder_fingerprint
-from lira.sqlite_wal import use_wal
+from lira.sqlite_wal import Transaction, use_wal
 from lira.translation.critic import Encode
 from lira.translation.scoring import g_encode
 
@@ -115,12 +115,11 @@ class GEmbeddingCache:
             # write lock taken first (its wait honours the timeout), then WAL (use_wal); WAL
             # first and the schema in a deferred transaction failed 13 of 200 two-process
             # openings with "database is locked" (SQLite refuses a lock upgrade that could deadlock)
-            self._conn.execute("BEGIN IMMEDIATE")
-            self._conn.execute(_SCHEMA)
-            columns = [r[1] for r in self._conn.execute("PRAGMA table_info(g_embeddings)")]
-            if "checksum" not in columns:  # a cache of an older LiRA: its rows are all misses
-                self._conn.execute("ALTER TABLE g_embeddings ADD COLUMN checksum TEXT")
-            self._conn.commit()
+            with Transaction(self._conn):
+                self._conn.execute(_SCHEMA)
+                columns = [r[1] for r in self._conn.execute("PRAGMA table_info(g_embeddings)")]
+                if "checksum" not in columns:  # a cache of an older LiRA: its rows are all misses
+                    self._conn.execute("ALTER TABLE g_embeddings ADD COLUMN checksum TEXT")
             use_wal(self._conn)
         except (OSError, sqlite3.Error) as e:
             raise cache_error(self.path, e) from None

@@ -1,4 +1,5 @@
-"""SQLite's write-ahead log, switched on safely while other processes open the same file."""
+"""SQLite shared by the translation store and the frozen-g cache: the write-ahead log, switched
+on safely while other processes open the same file, and a write transaction."""
 
 from __future__ import annotations
 
@@ -29,3 +30,20 @@ def use_wal(conn: Executes, timeout_s: float = 60.0, poll_s: float = 0.02) -> No
             if "locked" not in str(e) or time.monotonic() >= deadline:
                 raise
             time.sleep(poll_s)
+
+
+class Transaction:
+    """``BEGIN IMMEDIATE`` … ``COMMIT``, or ``ROLLBACK`` on error where SQLite has not rolled back
+    already (a damaged file can end the transaction itself): the write lock is taken first."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+        elif self.conn.in_transaction:
+            self.conn.execute("ROLLBACK")

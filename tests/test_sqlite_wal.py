@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from arca.g_cache import GEmbeddingCache
-from lira.sqlite_wal import use_wal
+from lira.sqlite_wal import Transaction, use_wal
 
 
 class Refusing:
@@ -75,3 +75,29 @@ def test_two_processes_open_a_new_frozen_g_cache_together(tmp_path):
         for p in procs:
             p.join(60)
         assert [out.get(timeout=5) for _ in procs] == ["ok", "ok"], trial
+
+
+def test_a_transaction_takes_the_write_lock_first_commits_and_rolls_back(tmp_path):
+    """Transaction (the store's writes, the frozen-g cache's schema): the write lock is held from
+    the start, a clean exit commits, an error rolls back and is raised as it was."""
+    path = tmp_path / "t.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("CREATE TABLE t (v INTEGER)")
+    other = sqlite3.connect(path, timeout=0)
+    with Transaction(conn):
+        conn.execute("INSERT INTO t VALUES (1)")
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            other.execute("BEGIN IMMEDIATE")  # before any write of ours reached the file
+    assert other.execute("SELECT v FROM t").fetchall() == [(1,)]
+    with pytest.raises(ValueError, match="mine"), Transaction(conn):
+        conn.execute("INSERT INTO t VALUES (2)")
+        raise ValueError("mine")
+    assert other.execute("SELECT v FROM t").fetchall() == [(1,)]
+    # SQLite may end the transaction itself (a damaged file): the error is the caller's, not
+    # "cannot rollback - no transaction is active"
+    with pytest.raises(ValueError, match="mine"), Transaction(conn):
+        conn.execute("INSERT INTO t VALUES (3)")
+        conn.execute("ROLLBACK")
+        raise ValueError("mine")
+    assert not conn.in_transaction
+    assert other.execute("SELECT v FROM t").fetchall() == [(1,)]

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from lira.demo.references import build_version
-from lira.sqlite_wal import use_wal
+from lira.sqlite_wal import Transaction, use_wal
 from lira.translation import leases
 from lira.translation.config import TranslatorConfig
 from lira.translation.jsonl_import import Reference, read_translations
@@ -44,7 +44,6 @@ from lira.translation.schema import (
     TABLES,
     SQLValue,
     StoreError,
-    Transaction,
     check_file,
     check_schema,
     create_schema,
