@@ -60,7 +60,7 @@ def ranks(models_config, tmp_path_factory) -> list[dict]:
     records = [torch.load(out / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
     assert [r["world"] for r in records] == [2, 2]
     assert (out / "merging" / "lira_baseline.json").is_file()
-    shutil.rmtree(out)  # 3.5 GB of checkpoints and records, read: the records are in memory
+    shutil.rmtree(out)  # 1.9 GB of records and run folders, read: the records are in memory
     return records
 
 
